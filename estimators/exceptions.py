@@ -1,0 +1,19 @@
+"""Exceptions raised by :mod:`estimators`."""
+
+from __future__ import annotations
+
+
+class NotFittedError(ValueError, AttributeError):
+    """Raised when ``estimate`` is called before ``fit``.
+
+    Subclasses both :class:`ValueError` and :class:`AttributeError`, as scikit-learn's
+    ``NotFittedError`` does, so callers catching either keep working.
+    """
+
+
+class DegenerateValidationWarning(UserWarning):
+    """The validation set is all correct or all wrong; estimates are finite but uninformative."""
+
+
+class ConvergenceWarning(UserWarning):
+    """An iterative fit stopped at its iteration cap before its stopping rule held."""
