@@ -1,0 +1,69 @@
+# alsa-bench: two commands do all the set-up on a fresh machine.
+#   make bench   installs what is missing, then runs the default offline benchmark
+#   make test    installs what is missing, then runs the test suite
+#
+# Variables: PYTHON (interpreter for the venv, >= 3.11), VENV (default .venv),
+# FASHION_MNIST_DIR (folder with the four Fashion-MNIST *.gz files, if not the Debian path),
+# BENCH_ARGS (extra arguments to `alsa-bench run`), PYTEST_ARGS (extra arguments to pytest).
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.alsa-bench-installed
+TORCH_PINS := torch==2.14.1 torchvision==0.29.1
+DEBIAN_FMNIST := /usr/share/datasets/fashion-mnist
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
+export DO_NOT_TRACK ?= 1
+
+.PHONY: bench test install fashion-mnist bench-estimators clean-state help
+
+help:
+	@echo "make bench   - install what is missing, run the default benchmark (offline)"
+	@echo "make test    - install what is missing, run the tests"
+	@echo "make bench-estimators - speed benchmark of every estimator (docs/PERFORMANCE.md)"
+	@echo "make clean-state      - delete .alsa-bench/ (DuckDB, checkpoints, Prefect cache)"
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
+	  { echo "error: alsa-bench needs Python >= 3.11; $(PYTHON) is $$($(PYTHON) --version 2>&1). Set PYTHON=python3.11 (or newer)."; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Re-installs when pyproject.toml changes. torch/torchvision are pinned to the builds that pip
+# finds on this machine's local disk; the project's own ranges are satisfied by them.
+$(STAMP): pyproject.toml | $(BIN)/python
+	@$(BIN)/python -c 'import torch, torchvision' 2>/dev/null || \
+	  $(BIN)/python -m pip install --quiet $(TORCH_PINS)
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# Fashion-MNIST comes from the Debian package dataset-fashion-mnist (no internet needed).
+fashion-mnist:
+	@if [ -n "$$FASHION_MNIST_DIR" ]; then \
+	  [ -f "$$FASHION_MNIST_DIR/train-images-idx3-ubyte.gz" ] || { \
+	    echo "error: FASHION_MNIST_DIR=$$FASHION_MNIST_DIR does not hold train-images-idx3-ubyte.gz (expected the four Fashion-MNIST .gz files)."; exit 1; }; \
+	elif [ ! -f "$(DEBIAN_FMNIST)/train-images-idx3-ubyte.gz" ]; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+	    echo "Installing Fashion-MNIST from the Debian package dataset-fashion-mnist ..."; \
+	    (apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist >/dev/null) || { \
+	      echo "error: could not apt-get install dataset-fashion-mnist. Install it, or set FASHION_MNIST_DIR to a folder with the four Fashion-MNIST .gz files."; exit 1; }; \
+	  else \
+	    echo "error: Fashion-MNIST is missing from $(DEBIAN_FMNIST) and this shell cannot apt-get (needs root). Run 'sudo apt-get install dataset-fashion-mnist', or set FASHION_MNIST_DIR to a folder with the four Fashion-MNIST .gz files."; exit 1; \
+	  fi; \
+	fi
+
+bench: $(STAMP) fashion-mnist
+	$(BIN)/alsa-bench run $(BENCH_ARGS)
+
+test: $(STAMP)
+	@$(MAKE) --no-print-directory fashion-mnist || echo "warning: Fashion-MNIST is not installed; the tests do not need it, 'make bench' does."
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench-estimators: $(STAMP)
+	$(BIN)/python benchmarks/bench_baselines.py
+	$(BIN)/python benchmarks/bench_alsa.py
+
+clean-state:
+	rm -rf .alsa-bench

@@ -1,0 +1,1006 @@
+r"""ALSA: Anchors in Logit Space for accuracy estimation (``alsa-g``, ``alsa-e``).
+
+Reference: Liu et al., "ALSA: Anchors in Logit Space for Out-of-Distribution Accuracy
+Estimation", BMVC 2025, arXiv:2508.19613. The authors released no code; this is an
+implementation from the paper's equations, with every choice the paper leaves open exposed as a
+parameter (see ``docs/ALSA.md`` for the measurements behind the defaults).
+
+The method, with the paper's equation numbers:
+
+* ``k`` anchors ``(a_j, p_j, v_j)``: position ``a_j`` in logit space, signed peak ``p_j`` and
+  "variance" ``v_j`` (an inverse width: the kernels use ``v_j**2``).
+* cosine distance (eq. 3): :math:`d(z, a) = 1 - \langle z, a\rangle / (\|z\|\,\|a\|) \in [0, 2]`.
+* influence of one anchor: Gaussian-like (eq. 1) :math:`p_j \exp(-v_j^2 d^2)` or exponential
+  (eq. 5) :math:`p_j \exp(-v_j^2 d)`; total influence (eq. 2) :math:`I(z) = \sum_j` of those.
+* probability of a correct prediction (eq. 4): :math:`q(z) = \sigma(I(z))`.
+* training (eq. 9, 10): full-batch BCE between ``q(z_i)`` and the correctness ``delta_i`` of the
+  validation predictions, stopped when :math:`|\frac1n\sum_i q(z_i) - \mathrm{acc}_S| < 10^{-5}`.
+* initialisation (Sec. 3.1): positions sampled from the validation logits, peaks ``+P`` / ``-P``
+  by the correctness of the sampled point, variances from :math:`N(\mu_v, \sigma_v^2)`.
+* rectification (eq. 7, 8 and App. E): a target point on which every anchor's influence is
+  small, :math:`|p_j K_j(z)| < t` for all ``j``, gets ``q = 1/c``, with
+  :math:`t = 6 e^{-\mathrm{erfinv}(\alpha)^2}` (Gaussian-like) or :math:`t = 6(1-\alpha)`
+  (exponential).
+* estimate (eq. 7): the mean of the rectified ``q`` over the target set.
+
+Cosine distance makes ALSA invariant to positive rescaling of the logits, so temperature scaling
+is a no-op; it is *not* invariant to adding a constant vector (which softmax ignores). Feed raw
+logits, not log-probabilities.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Literal, Mapping, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.special import erfinv
+
+from . import _alsa_kernels as _k
+from ._validation import check_in_choices, check_labels, check_logits, check_number
+from .base import Estimator
+from .exceptions import ConvergenceWarning
+from .registry import register
+
+__all__ = [
+    "ALSA",
+    "ALSAAnchors",
+    "ALSAE",
+    "ALSAFit",
+    "ALSAG",
+    "ALSAPrediction",
+    "FREEZE_GROUPS",
+    "alsa_accuracy",
+    "alsa_influence",
+    "alsa_predict",
+    "cosine_distance",
+    "fit_alsa_anchors",
+    "kernel_alpha_value",
+    "rectification_threshold",
+]
+
+Kernel = Literal["gaussian", "exponential"]
+RectifyMode = Literal["per-anchor", "total", "kernel", "none"]
+
+#: The parameter groups that ``freeze`` may name (the paper's ablation "fix a / p / v / p&v").
+FREEZE_GROUPS: tuple[str, ...] = ("positions", "peaks", "variances")
+KERNELS: tuple[str, ...] = ("gaussian", "exponential")
+RECTIFY_MODES: tuple[str, ...] = ("per-anchor", "total", "kernel", "none")
+OPTIMIZERS: tuple[str, ...] = ("adam", "rmsprop", "sgd")
+GRADIENTS: tuple[str, ...] = ("analytic", "autograd")
+SAMPLINGS: tuple[str, ...] = ("uniform", "stratified")
+
+#: Defaults that depend on the kernel: ``v`` multiplies ``d**2`` in eq. (1) but ``d`` in eq. (5),
+#: so one variance scale gives very different widths. Chosen by ``benchmarks/tune_alsa.py``
+#: (table in ``docs/ALSA.md``).
+KERNEL_DEFAULTS: dict[str, dict[str, float]] = {
+    "gaussian": {"variance_mean": 10.0, "variance_std": 2.0},
+    "exponential": {"variance_mean": 5.0, "variance_std": 1.0},
+}
+
+#: Elements of one (rows x anchors) float32 block on CPU: 2**19 elements = 2 MiB per buffer,
+#: small enough to stay in cache (measured 1.5-2x faster per epoch than 16 MiB blocks).
+_BLOCK_ELEMENTS = 1 << 19
+#: The same on CUDA, where larger blocks amortise kernel launches: 2**24 elements = 64 MiB.
+_BLOCK_ELEMENTS_CUDA = 1 << 24
+
+
+# ============================================================================ small helpers
+def kernel_alpha_value(kernel: Kernel, alpha: float) -> float:
+    r"""Kernel value at the radius that encloses the mass fraction ``alpha`` (App. E).
+
+    Gaussian-like: :math:`e^{-\mathrm{erfinv}(\alpha)^2}` (eq. 23 without the peak);
+    exponential: :math:`1 - \alpha`.
+    """
+    _check_kernel(kernel, "kernel_alpha_value")
+    check_number(alpha, "alpha", "kernel_alpha_value", low=0.0, high=1.0, low_open=True, high_open=True)
+    if kernel == "gaussian":
+        return float(math.exp(-float(erfinv(alpha)) ** 2))
+    return float(1.0 - alpha)
+
+
+def rectification_threshold(kernel: Kernel, alpha: float, peak: float = 6.0) -> float:
+    r"""Cut-off ``t`` of the rectification (App. E, eq. 23 and the line after eq. 24).
+
+    :math:`t = P\,e^{-\mathrm{erfinv}(\alpha)^2}` for the Gaussian-like kernel and
+    :math:`t = P(1-\alpha)` for the exponential one, with the paper's "reliable maximum peak"
+    ``P = 6``. For ``alpha = 0.95``: 0.8790 and 0.3.
+
+    Parameters
+    ----------
+    kernel : {"gaussian", "exponential"}
+    alpha : float in (0, 1)
+        Confidence interval: the fraction of an anchor's influence mass inside the cut-off.
+    peak : float, default 6.0
+        The constant ``P``.
+    """
+    check_number(peak, "peak", "rectification_threshold", low=0.0, low_open=True)
+    return float(peak) * kernel_alpha_value(kernel, alpha)
+
+
+def _check_kernel(kernel: Any, owner: str) -> None:
+    check_in_choices(kernel, "kernel", owner, KERNELS)
+
+
+def normalize_freeze(freeze: Any, owner: str = "ALSA") -> frozenset[str]:
+    """Turn ``freeze`` (a string or a sequence of strings) into a validated frozenset.
+
+    Raises
+    ------
+    ValueError
+        If an entry is not one of ``"positions"``, ``"peaks"``, ``"variances"``.
+    """
+    if freeze is None:
+        return frozenset()
+    items = (freeze,) if isinstance(freeze, str) else freeze
+    try:
+        items = tuple(items)
+    except TypeError:
+        raise ValueError(
+            f"The 'freeze' parameter of {owner} must be a string or a sequence of strings from "
+            f"{list(FREEZE_GROUPS)}; got {freeze!r}."
+        ) from None
+    for item in items:
+        if item not in FREEZE_GROUPS:
+            raise ValueError(
+                f"The 'freeze' parameter of {owner} must name groups from {list(FREEZE_GROUPS)} "
+                f"(e.g. freeze=('peaks', 'variances') for the paper's 'fix p&v'); got {item!r}."
+            )
+    return frozenset(items)
+
+
+def _resolve_device(device: Any, owner: str = "ALSA") -> str:
+    """``"auto"`` -> ``"cuda"`` when available else ``"cpu"``; checks that CUDA exists."""
+    import torch
+
+    if not isinstance(device, str):
+        raise ValueError(
+            f"The 'device' parameter of {owner} must be a string such as 'auto', 'cpu', 'cuda' "
+            f"or 'cuda:0'; got {device!r}."
+        )
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(
+            f"The 'device' parameter of {owner} must be 'auto', 'cpu', 'cuda' or 'cuda:<index>'; "
+            f"got {device!r}."
+        ) from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(
+            f"The 'device' parameter of {owner} must be a CPU or CUDA device; got {device!r}."
+        )
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"The 'device' parameter of {owner} asks for {device!r} but torch sees no CUDA device; "
+            "use device='cpu' or device='auto'."
+        )
+    return str(dev)
+
+
+@contextlib.contextmanager
+def _torch_threads(n_threads: int | None) -> Iterator[None]:
+    """Set torch's intra-op thread count for the block only, then restore it."""
+    import torch
+
+    if n_threads is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(n_threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _auto_chunk(n_anchors: int, chunk_size: int | None, device: str = "cpu") -> int:
+    """Rows per block: ``chunk_size`` if given, else a block of about 2**19 (CPU) or 2**24
+    (CUDA) float32 elements, at least 32 rows."""
+    if chunk_size is not None:
+        return int(chunk_size)
+    budget = _BLOCK_ELEMENTS_CUDA if device.startswith("cuda") else _BLOCK_ELEMENTS
+    return max(32, budget // max(1, n_anchors))
+
+
+def _check_params(owner: str, params: Mapping[str, Any]) -> None:
+    """Validate whichever ALSA hyper-parameters ``params`` holds; messages name the parameter."""
+    choices = {
+        "kernel": KERNELS,
+        "rectify": RECTIFY_MODES,
+        "optimizer": OPTIMIZERS,
+        "gradient": GRADIENTS,
+        "anchor_sampling": SAMPLINGS,
+    }
+    for name, allowed in choices.items():
+        if name in params:
+            check_in_choices(params[name], name, owner, allowed)
+    for name in ("n_anchors", "chunk_size", "n_threads"):
+        if name in params and not (params[name] is None and name != "n_anchors"):
+            check_number(params[name], name, owner, low=1, integer=True)
+    for name in ("max_epochs", "min_epochs", "seed"):
+        if name in params:
+            check_number(params[name], name, owner, low=0, integer=True)
+    if "alpha" in params:
+        check_number(params["alpha"], "alpha", owner, low=0.0, high=1.0, low_open=True, high_open=True)
+    for name in ("peak", "lr_positions", "lr_peaks", "lr_variances", "tol"):
+        if name in params:
+            check_number(params[name], name, owner, low=0.0, low_open=True)
+    if params.get("variance_mean", None) not in (None, "auto"):
+        check_number(params["variance_mean"], "variance_mean", owner, low=0.0, low_open=True)
+    if params.get("variance_std", None) is not None:
+        check_number(params["variance_std"], "variance_std", owner, low=0.0)
+    if "center" in params and not isinstance(params["center"], (bool, np.bool_)):
+        raise ValueError(
+            f"The 'center' parameter of {owner} must be a bool; got {params['center']!r}."
+        )
+    if "min_epochs" in params and "max_epochs" in params:
+        if params["min_epochs"] > params["max_epochs"]:
+            raise ValueError(
+                f"The 'min_epochs' parameter of {owner} ({params['min_epochs']}) must not exceed "
+                f"'max_epochs' ({params['max_epochs']})."
+            )
+    if "freeze" in params:
+        normalize_freeze(params["freeze"], owner)
+    if "device" in params:
+        _resolve_device(params["device"], owner)
+
+
+# ============================================================================ results
+@dataclass(frozen=True)
+class ALSAAnchors:
+    """A fitted anchor set.
+
+    Attributes
+    ----------
+    positions : ndarray of shape (k, c), float32
+        Anchor positions ``a_j`` in logit space (centred-logit space when ``center``).
+    peaks : ndarray of shape (k,), float32
+        Signed peak influences ``p_j``.
+    variances : ndarray of shape (k,), float32
+        The paper's "variances" ``v_j``; the kernels use ``v_j**2`` (larger = narrower).
+    kernel : {"gaussian", "exponential"}
+        Influence function: eq. (1) or eq. (5).
+    center : bool
+        Whether logits are centred (row mean subtracted) before the cosine distance.
+    """
+
+    positions: NDArray[np.float32]
+    peaks: NDArray[np.float32]
+    variances: NDArray[np.float32]
+    kernel: Kernel = "gaussian"
+    center: bool = False
+
+    @property
+    def n_anchors(self) -> int:
+        """Number of anchors ``k``."""
+        return int(self.peaks.shape[0])
+
+
+@dataclass(frozen=True)
+class ALSAFit:
+    """Outcome of :func:`fit_alsa_anchors`.
+
+    Attributes
+    ----------
+    anchors : ALSAAnchors
+        The fitted anchors.
+    n_epochs : int
+        Parameter updates performed.
+    stop_reason : str
+        ``"converged"`` (eq. 10 held), ``"max_epochs"`` (cap reached, a
+        :class:`~estimators.exceptions.ConvergenceWarning` was issued) or ``"all_frozen"``.
+    train_gap : float
+        ``|mean q(val) - acc_S|`` of the returned anchors (float64 accumulation).
+    history : dict of str to ndarray
+        ``"loss"`` (mean BCE), ``"mean_q"`` and ``"gap"`` per forward pass (``n_epochs + 1``).
+    val_accuracy : float
+        ``acc_S``.
+    scale : float
+        Median validation logit norm; positions are learned in units of it.
+    seconds : float
+        Wall-clock training time.
+    """
+
+    anchors: ALSAAnchors
+    n_epochs: int
+    stop_reason: str
+    train_gap: float
+    history: dict[str, NDArray[np.float64]] = field(repr=False)
+    val_accuracy: float
+    scale: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ALSAPrediction:
+    """Per-sample output of :func:`alsa_predict`.
+
+    Attributes
+    ----------
+    q : ndarray of shape (n,), float64
+        Probability of a correct prediction after rectification (eq. 8).
+    q_raw : ndarray of shape (n,), float64
+        ``sigmoid(I(z))`` before rectification (eq. 4).
+    influence : ndarray of shape (n,), float64
+        Total influence ``I(z)`` (eq. 2).
+    rectified : ndarray of shape (n,), bool
+        Which rows were set to ``1/c``.
+    threshold : float
+        The cut-off used (``t``, or the kernel value ``kappa_alpha`` for ``rectify="kernel"``).
+    """
+
+    q: NDArray[np.float64]
+    q_raw: NDArray[np.float64]
+    influence: NDArray[np.float64]
+    rectified: NDArray[np.bool_]
+    threshold: float
+
+    @property
+    def accuracy(self) -> float:
+        """Estimated accuracy, the mean of ``q`` (eq. 7)."""
+        return float(np.mean(self.q))
+
+    @property
+    def rectified_fraction(self) -> float:
+        """Fraction of rows set to ``1/c``."""
+        return float(np.mean(self.rectified))
+
+
+# ============================================================================ functional API
+def cosine_distance(logits: Any, positions: Any, *, center: bool = False) -> NDArray[np.float64]:
+    r"""Cosine distance (eq. 3) between every logit row and every anchor, in float64.
+
+    :math:`d(z, a) = 1 - \langle z, a\rangle / (\|z\|\,\|a\|)`, clipped to ``[0, 2]``; a zero
+    vector has distance 1 to everything. Builds the full (n, k) matrix: meant for small inputs.
+    """
+    z = check_logits(logits, "logits")
+    a = check_logits(positions, "positions", n_classes=z.shape[1])
+    if center:
+        z = z - z.mean(axis=1, keepdims=True)
+        a = a - a.mean(axis=1, keepdims=True)
+    zn = z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), _k.NORM_EPS)
+    an = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), _k.NORM_EPS)
+    return np.clip(1.0 - zn @ an.T, 0.0, 2.0)
+
+
+def alsa_influence(
+    logits: Any,
+    positions: Any,
+    peaks: Any,
+    variances: Any,
+    *,
+    kernel: Kernel = "gaussian",
+    center: bool = False,
+    per_anchor: bool = True,
+) -> NDArray[np.float64]:
+    r"""Influence of anchors on logit vectors, eq. (1) / (5) per anchor or eq. (2) in total.
+
+    :math:`\mathrm{Infl}_j(z) = p_j \exp(-v_j^2\, d(z, a_j)^2)` (Gaussian-like) or
+    :math:`p_j \exp(-v_j^2\, d(z, a_j))` (exponential), with ``d`` the cosine distance (eq. 3).
+    Computed in float64 with the full (n, k) matrix: use :func:`alsa_predict` for large inputs.
+
+    Parameters
+    ----------
+    logits : array-like of shape (n, c)
+    positions : array-like of shape (k, c)
+    peaks, variances : array-like of shape (k,)
+    kernel : {"gaussian", "exponential"}, default "gaussian"
+    center : bool, default False
+        Subtract each row's mean from logits and positions first.
+    per_anchor : bool, default True
+        Return the (n, k) per-anchor influences; else the (n,) total influence.
+    """
+    _check_kernel(kernel, "alsa_influence")
+    d = cosine_distance(logits, positions, center=center)
+    p = np.asarray(peaks, dtype=np.float64).reshape(-1)
+    v = np.asarray(variances, dtype=np.float64).reshape(-1)
+    if p.shape[0] != d.shape[1] or v.shape[0] != d.shape[1]:
+        raise ValueError(
+            f"peaks and variances must have one entry per anchor ({d.shape[1]}); "
+            f"got {p.shape[0]} and {v.shape[0]}."
+        )
+    g = d * d if kernel == "gaussian" else d
+    infl = p[None, :] * np.exp(-(v * v)[None, :] * g)
+    return infl if per_anchor else infl.sum(axis=1)
+
+
+def _sample_anchor_rows(
+    correct: NDArray[np.bool_],
+    predicted: NDArray[np.int64],
+    k: int,
+    sampling: str,
+    rng: np.random.Generator,
+) -> NDArray[np.int64]:
+    """Indices of the validation rows that initialise the anchor positions (no replacement)."""
+    n = correct.shape[0]
+    if sampling == "uniform":
+        return np.sort(rng.choice(n, size=k, replace=False))
+    # stratified: proportional allocation over (predicted class, correctness) cells
+    cell = predicted * 2 + correct.astype(np.int64)
+    cells, counts = np.unique(cell, return_counts=True)
+    quota = counts * k / n
+    take = np.floor(quota).astype(np.int64)
+    rest = k - int(take.sum())
+    if rest > 0:
+        order = np.argsort(-(quota - take), kind="stable")
+        take[order[:rest]] += 1
+    chosen = [
+        rng.choice(np.flatnonzero(cell == c), size=int(t), replace=False)
+        for c, t in zip(cells, take)
+        if t > 0
+    ]
+    return np.sort(np.concatenate(chosen))
+
+
+def fit_alsa_anchors(
+    val_logits: Any,
+    val_labels: Any,
+    *,
+    kernel: Kernel = "gaussian",
+    n_anchors: int = 1000,
+    peak: float = 6.0,
+    variance_mean: float | Literal["auto"] | None = None,
+    variance_std: float | None = None,
+    freeze: str | Sequence[str] = (),
+    optimizer: str = "adam",
+    lr_positions: float = 1e-2,
+    lr_peaks: float = 1e-2,
+    lr_variances: float = 1e-2,
+    max_epochs: int = 1000,
+    min_epochs: int = 0,
+    tol: float = 1e-5,
+    alpha: float = 0.95,
+    center: bool = False,
+    anchor_sampling: str = "uniform",
+    gradient: str = "analytic",
+    chunk_size: int | None = None,
+    seed: int = 0,
+    device: str = "auto",
+    n_threads: int | None = None,
+) -> ALSAFit:
+    r"""Learn ALSA anchors on a labelled validation set (Sec. 3.1 and 3.4, eq. 9 and 10).
+
+    Positions are sampled from the validation logits, peaks set to ``+peak`` / ``-peak`` by the
+    correctness of the sampled row, variances drawn from
+    :math:`N(\mu_v, \sigma_v^2)`. Then full-batch gradient steps on the mean BCE (eq. 9 / n)
+    run until :math:`|\frac1n \sum_i q(z_i) - \mathrm{acc}_S| <` ``tol`` (eq. 10), checked after
+    each forward pass before the update, or until ``max_epochs`` updates (then a
+    :class:`~estimators.exceptions.ConvergenceWarning`).
+
+    Parameters
+    ----------
+    val_logits : array-like of shape (n, c)
+        Raw validation logits (not temperature-scaled, not log-probabilities).
+    val_labels : array-like of shape (n,)
+        Integer labels; only the correctness of ``argmax`` is used.
+    kernel : {"gaussian", "exponential"}, default "gaussian"
+        Eq. (1) (ALSA-G) or eq. (5) (ALSA-E).
+    n_anchors : int, default 1000
+        ``k``; capped at ``n`` with a warning.
+    peak : float, default 6.0
+        Initial peak magnitude ``P`` (App. E: sigmoid(6) = 0.9975).
+    variance_mean : float, "auto" or None, default None
+        :math:`\mu_v`; None takes the kernel's default (:data:`KERNEL_DEFAULTS`: 10 for the
+        Gaussian-like kernel, 5 for the exponential one). ``"auto"`` sets it so that, at the
+        median nearest-anchor distance ``d``, the kernel equals its ``alpha`` cut-off value:
+        ``erfinv(alpha)/d`` (Gaussian) or ``sqrt(-ln(1-alpha)/d)`` (exponential).
+    variance_std : float or None, default None
+        :math:`\sigma_v`; None takes the kernel's default (2 and 1: a fifth of the mean).
+    freeze : str or sequence of str, default ()
+        Groups kept at their initial values: any of ``"positions"``, ``"peaks"``, ``"variances"``.
+    optimizer : {"adam", "rmsprop", "sgd"}, default "adam"
+        Full-batch optimiser (SGD uses momentum 0.9).
+    lr_positions : float, default 1e-2
+        Learning rate of the positions, in units of the median validation logit norm (so the
+        fit is invariant to rescaling the logits).
+    lr_peaks, lr_variances : float, default 1e-2
+        Learning rates of peaks and variances.
+    max_epochs : int, default 1000
+        Cap on parameter updates.
+    min_epochs : int, default 0
+        Updates performed before the stopping rule may fire.
+    tol : float, default 1e-5
+        The paper's epsilon in eq. (10).
+    alpha : float, default 0.95
+        Only used by ``variance_mean="auto"``.
+    center : bool, default False
+        Subtract each logit row's mean before the cosine distance (the paper uses raw logits).
+    anchor_sampling : {"uniform", "stratified"}, default "uniform"
+        Uniform sampling without replacement, or proportional to (predicted class, correctness).
+    gradient : {"analytic", "autograd"}, default "analytic"
+        Closed-form gradients (module :mod:`estimators._alsa_kernels`) or torch autograd.
+    chunk_size : int or None, default None
+        Rows per block; None picks about 4M (rows x anchors) elements per block.
+    seed : int, default 0
+        Seeds anchor sampling and variance initialisation; CPU results are deterministic.
+    device : str, default "auto"
+        ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:<i>"``.
+    n_threads : int or None, default None
+        Torch intra-op threads during the fit (restored afterwards); None leaves torch's setting.
+
+    Returns
+    -------
+    ALSAFit
+    """
+    import torch
+
+    owner = "fit_alsa_anchors"
+    _check_params(owner, {k: v for k, v in locals().items() if k not in ("val_logits", "val_labels")})
+    if variance_mean is None:
+        variance_mean = KERNEL_DEFAULTS[kernel]["variance_mean"]
+    if variance_std is None:
+        variance_std = KERNEL_DEFAULTS[kernel]["variance_std"]
+    z = check_logits(val_logits, "val_logits")
+    labels = check_labels(val_labels, "val_labels", z.shape[0], z.shape[1])
+    freeze_set = normalize_freeze(freeze, owner)
+    dev = _resolve_device(device, owner)
+    n = z.shape[0]
+    k = int(n_anchors)
+    if k > n:
+        warnings.warn(
+            f"n_anchors={k} exceeds the {n} validation rows; using k={n} anchors (one per row).",
+            UserWarning,
+            stacklevel=2,
+        )
+        k = n
+    predicted = z.argmax(axis=1)
+    correct = predicted == labels
+    rng = np.random.default_rng(seed)
+    rows = _sample_anchor_rows(correct, predicted, k, anchor_sampling, rng)
+    zc = z - z.mean(axis=1, keepdims=True) if center else z
+    norms = np.linalg.norm(zc, axis=1)
+    scale = float(np.median(norms))
+    if not scale > 0:
+        scale = float(norms.max()) if norms.max() > 0 else 1.0
+    a0 = (zc[rows] / scale).astype(np.float32)
+    p0 = np.where(correct[rows], peak, -peak).astype(np.float32)
+    if variance_mean == "auto":
+        mu_v = _auto_variance_mean(a0, kernel, alpha)
+    else:
+        mu_v = float(variance_mean)
+    v0 = rng.normal(mu_v, variance_std, size=k).astype(np.float32)
+
+    t0 = time.perf_counter()
+    with _torch_threads(n_threads):
+        U = _k.unit_rows(torch.as_tensor(zc, dtype=torch.float32, device=dev), center=False)
+        y = torch.as_tensor(correct, dtype=torch.float32, device=dev)
+        A = torch.as_tensor(a0, device=dev).clone()
+        p = torch.as_tensor(p0, device=dev).clone()
+        v = torch.as_tensor(v0, device=dev).clone()
+        out = _k.train_anchors(
+            U,
+            y,
+            A,
+            p,
+            v,
+            kernel=kernel,
+            freeze=freeze_set,
+            lrs=(float(lr_positions), float(lr_peaks), float(lr_variances)),
+            optimizer=optimizer,
+            max_epochs=int(max_epochs),
+            min_epochs=int(min_epochs),
+            tol=float(tol),
+            chunk=_auto_chunk(k, chunk_size, dev),
+            gradient=gradient,
+        )
+        positions = (A.detach().cpu().numpy() * scale).astype(np.float32)
+        peaks = p.detach().cpu().numpy().astype(np.float32)
+        variances = v.detach().cpu().numpy().astype(np.float32)
+    seconds = time.perf_counter() - t0
+    if out.stop_reason == "max_epochs":
+        warnings.warn(
+            f"ALSA stopped at max_epochs={max_epochs} with |mean q(val) - acc_S| = "
+            f"{out.train_gap:.2e} >= tol={tol:g}; the estimate is usable but the paper's stopping "
+            "rule (eq. 10) did not hold. Raise max_epochs or the learning rates to reach it.",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    acc = float(np.mean(correct))
+    mean_q = np.asarray(out.history_mean_q, dtype=np.float64)
+    history = {
+        "loss": np.asarray(out.history_loss, dtype=np.float64),
+        "mean_q": mean_q,
+        "gap": np.abs(mean_q - acc),
+    }
+    return ALSAFit(
+        anchors=ALSAAnchors(positions, peaks, variances, kernel=kernel, center=bool(center)),
+        n_epochs=out.n_epochs,
+        stop_reason=out.stop_reason,
+        train_gap=float(out.train_gap),
+        history=history,
+        val_accuracy=acc,
+        scale=scale,
+        seconds=seconds,
+    )
+
+
+def _auto_variance_mean(a0: NDArray[np.float32], kernel: Kernel, alpha: float) -> float:
+    """Data-driven mu_v: the kernel reaches its alpha cut-off at the median nearest-anchor distance."""
+    a = a0.astype(np.float64)
+    a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), _k.NORM_EPS)
+    k = a.shape[0]
+    if k < 2:
+        return 5.0
+    nearest = np.empty(k)
+    block = max(1, _BLOCK_ELEMENTS // k)
+    for s in range(0, k, block):
+        d = np.clip(1.0 - a[s : s + block] @ a.T, 0.0, 2.0)
+        d[np.arange(d.shape[0]), np.arange(s, s + d.shape[0])] = np.inf
+        nearest[s : s + block] = d.min(axis=1)
+    med = float(np.median(nearest))
+    med = max(med, 1e-4)
+    if kernel == "gaussian":
+        return float(erfinv(alpha)) / med
+    return math.sqrt(-math.log(1.0 - alpha) / med)
+
+
+def alsa_predict(
+    logits: Any,
+    anchors: ALSAAnchors,
+    *,
+    alpha: float = 0.95,
+    rectify: RectifyMode = "per-anchor",
+    peak: float = 6.0,
+    chunk_size: int | None = None,
+    device: str = "auto",
+    n_threads: int | None = None,
+) -> ALSAPrediction:
+    r"""Per-sample probabilities of correctness with rectification (eq. 2, 4, 8), chunked.
+
+    Rows are processed in blocks of ``chunk_size`` so memory stays ``O(chunk_size * k)`` for any
+    number of rows.
+
+    Parameters
+    ----------
+    logits : array-like of shape (n, c)
+        Raw target logits.
+    anchors : ALSAAnchors
+    alpha : float in (0, 1), default 0.95
+        Confidence interval of the cut-off (App. E).
+    rectify : {"per-anchor", "total", "kernel", "none"}, default "per-anchor"
+        ``"per-anchor"``: ``q := 1/c`` when :math:`|p_j K_j(z)| < t` for every anchor (App. E);
+        ``"total"``: when :math:`|I(z)| < t` (eq. 8 read literally); ``"kernel"``: when every
+        kernel value is below :math:`\kappa_\alpha` (the per-anchor test with each anchor's own
+        learned :math:`|p_j|` in place of 6); ``"none"``: never.
+    peak : float, default 6.0
+        The constant in ``t`` (App. E).
+    chunk_size : int or None, default None
+    device : str, default "auto"
+    n_threads : int or None, default None
+    """
+    import torch
+
+    owner = "alsa_predict"
+    _check_params(
+        owner,
+        {"alpha": alpha, "rectify": rectify, "peak": peak, "chunk_size": chunk_size, "n_threads": n_threads},
+    )
+    if not isinstance(anchors, ALSAAnchors):
+        raise ValueError(
+            f"anchors must be an ALSAAnchors (from fit_alsa_anchors(...).anchors or an estimator's "
+            f"anchors_); got {type(anchors).__name__}."
+        )
+    positions = np.asarray(anchors.positions, dtype=np.float32)
+    z = check_logits(logits, "logits", n_classes=positions.shape[1])
+    dev = _resolve_device(device, owner)
+    kernel = anchors.kernel
+    if rectify == "kernel":
+        threshold = kernel_alpha_value(kernel, alpha)
+    else:
+        threshold = rectification_threshold(kernel, alpha, peak)
+    n, c = z.shape
+    k = anchors.n_anchors
+    chunk = _auto_chunk(k, chunk_size, dev)
+    infl = np.empty(n, dtype=np.float64)
+    q_raw = np.empty(n, dtype=np.float64)
+    rect = np.empty(n, dtype=bool)
+    with _torch_threads(n_threads), torch.no_grad():
+        A = torch.as_tensor(positions, device=dev)
+        W = _k.unit_rows(A, center=anchors.center)
+        p = torch.as_tensor(np.asarray(anchors.peaks, dtype=np.float32), device=dev)
+        v = torch.as_tensor(np.asarray(anchors.variances, dtype=np.float32), device=dev)
+        v2 = v * v
+        for s in range(0, n, chunk):
+            zc = torch.as_tensor(z[s : s + chunk], dtype=torch.float32, device=dev)
+            U = _k.unit_rows(zc, center=anchors.center)
+            I, q, mask = _k.predict_block(U, W, p, v2, kernel, rectify, threshold)
+            infl[s : s + chunk] = I.double().cpu().numpy()
+            q_raw[s : s + chunk] = q.double().cpu().numpy()
+            rect[s : s + chunk] = mask.cpu().numpy()
+    q_rec = np.where(rect, 1.0 / c, q_raw)
+    return ALSAPrediction(q=q_rec, q_raw=q_raw, influence=infl, rectified=rect, threshold=threshold)
+
+
+def alsa_accuracy(
+    logits: Any,
+    anchors: ALSAAnchors,
+    *,
+    alpha: float = 0.95,
+    rectify: RectifyMode = "per-anchor",
+    peak: float = 6.0,
+    chunk_size: int | None = None,
+    device: str = "auto",
+    n_threads: int | None = None,
+) -> float:
+    """Estimated accuracy on a target set, eq. (7): the mean rectified ``q`` (see :func:`alsa_predict`)."""
+    return alsa_predict(
+        logits,
+        anchors,
+        alpha=alpha,
+        rectify=rectify,
+        peak=peak,
+        chunk_size=chunk_size,
+        device=device,
+        n_threads=n_threads,
+    ).accuracy
+
+
+# ============================================================================ estimator classes
+class ALSA(Estimator):
+    r"""ALSA estimator: learnable anchors in logit space (Liu et al., BMVC 2025, arXiv:2508.19613).
+
+    Shared implementation of ``alsa-g`` (:class:`ALSAG`, Gaussian-like influence, eq. 1) and
+    ``alsa-e`` (:class:`ALSAE`, exponential influence, eq. 5). ``fit`` learns ``k`` anchors on the
+    validation logits (eq. 9, stopped by eq. 10); ``estimate`` returns the mean of
+    :math:`q(z) = \sigma(\sum_j p_j e^{-v_j^2 g(d(z, a_j))})` over the target rows, with
+    ``q := 1/c`` on rows no anchor influences by at least
+    :math:`t = 6e^{-\mathrm{erfinv}(\alpha)^2}` (G) or :math:`6(1-\alpha)` (E) (eq. 8, App. E).
+    Takes raw logits; temperature scaling is a no-op (cosine distance is scale invariant).
+
+    Parameters
+    ----------
+    kernel : {"gaussian", "exponential"}
+        Influence function; ``alsa-g`` defaults to ``"gaussian"``, ``alsa-e`` to ``"exponential"``.
+    n_anchors : int, default 1000
+        Number of anchors ``k`` (capped at the validation size).
+    alpha : float in (0, 1), default 0.95
+        Confidence interval of the rectification cut-off.
+    max_epochs : int, default 1000
+        Cap on full-batch updates; reaching it issues a ``ConvergenceWarning``.
+    seed : int, default 0
+        Seeds anchor sampling and variance initialisation.
+    device : str, default "auto"
+        ``"auto"`` picks CUDA when available, else CPU.
+    freeze : str or sequence of str, default ()
+        Parameter groups kept at their initial value: ``"positions"``, ``"peaks"``,
+        ``"variances"`` (the paper's ablation: fix a, fix p, fix v, fix p&v).
+    peak : float, default 6.0
+        Initial peak magnitude and the constant in ``t``.
+    variance_mean : float, "auto" or None
+        Mean :math:`\mu_v` of the variance initialisation; ``alsa-g`` defaults to 10.0 and
+        ``alsa-e`` to 5.0 (:data:`KERNEL_DEFAULTS`), None means the kernel's default.
+    variance_std : float or None
+        Standard deviation :math:`\sigma_v`; ``alsa-g`` 2.0, ``alsa-e`` 1.0.
+    optimizer : {"adam", "rmsprop", "sgd"}, default "adam"
+    lr_positions : float, default 1e-2
+        In units of the median validation logit norm.
+    lr_peaks, lr_variances : float, default 1e-2
+    min_epochs : int, default 0
+        Updates before the stopping rule may fire.
+    tol : float, default 1e-5
+        Stopping tolerance of eq. (10).
+    rectify : {"per-anchor", "total", "kernel", "none"}, default "per-anchor"
+        Rectification test (see :func:`alsa_predict`).
+    center : bool, default False
+        Subtract each logit row's mean before the cosine distance.
+    anchor_sampling : {"uniform", "stratified"}, default "uniform"
+    gradient : {"analytic", "autograd"}, default "analytic"
+    chunk_size : int or None, default None
+        Rows per block in fit and estimate; None picks about 4M elements per block.
+    n_threads : int or None, default None
+        Torch threads during fit/estimate (restored afterwards).
+
+    Attributes
+    ----------
+    positions_ : ndarray of shape (k, c), float32
+    peaks_ : ndarray of shape (k,), float32
+    variances_ : ndarray of shape (k,), float32
+    anchors_ : ALSAAnchors
+    history_ : dict of str to ndarray
+        ``"loss"``, ``"mean_q"``, ``"gap"`` per forward pass.
+    n_epochs_ : int
+    stop_reason_ : str
+    train_gap_ : float
+    threshold_ : float
+    fit_seconds_ : float
+    """
+
+    def __init__(
+        self,
+        *,
+        kernel: Kernel = "gaussian",
+        n_anchors: int = 1000,
+        alpha: float = 0.95,
+        max_epochs: int = 1000,
+        seed: int = 0,
+        device: str = "auto",
+        freeze: str | Sequence[str] = (),
+        peak: float = 6.0,
+        variance_mean: float | Literal["auto"] | None = None,
+        variance_std: float | None = None,
+        optimizer: str = "adam",
+        lr_positions: float = 1e-2,
+        lr_peaks: float = 1e-2,
+        lr_variances: float = 1e-2,
+        min_epochs: int = 0,
+        tol: float = 1e-5,
+        rectify: RectifyMode = "per-anchor",
+        center: bool = False,
+        anchor_sampling: str = "uniform",
+        gradient: str = "analytic",
+        chunk_size: int | None = None,
+        n_threads: int | None = None,
+    ) -> None:
+        self.kernel = kernel
+        self.n_anchors = n_anchors
+        self.alpha = alpha
+        self.max_epochs = max_epochs
+        self.seed = seed
+        self.device = device
+        self.freeze = freeze
+        self.peak = peak
+        self.variance_mean = variance_mean
+        self.variance_std = variance_std
+        self.optimizer = optimizer
+        self.lr_positions = lr_positions
+        self.lr_peaks = lr_peaks
+        self.lr_variances = lr_variances
+        self.min_epochs = min_epochs
+        self.tol = tol
+        self.rectify = rectify
+        self.center = center
+        self.anchor_sampling = anchor_sampling
+        self.gradient = gradient
+        self.chunk_size = chunk_size
+        self.n_threads = n_threads
+
+    # ------------------------------------------------------------------ validation
+    def _validate_params(self) -> None:
+        _check_params(type(self).__name__, self.get_params())
+
+    # ------------------------------------------------------------------ fit / estimate
+    def _fit(self, val_logits: NDArray[np.float64], val_labels: NDArray[np.int64]) -> None:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = self._fit_anchors(val_logits, val_labels)
+        for w in caught:  # re-issue so that the warning points at the caller's fit(...) line
+            warnings.warn(w.message, w.category, stacklevel=3)
+        self.fit_result_ = result
+        self.anchors_ = result.anchors
+        self.positions_ = result.anchors.positions
+        self.peaks_ = result.anchors.peaks
+        self.variances_ = result.anchors.variances
+        self.history_ = result.history
+        self.n_epochs_ = result.n_epochs
+        self.stop_reason_ = result.stop_reason
+        self.train_gap_ = result.train_gap
+        self.fit_seconds_ = result.seconds
+        self.device_ = _resolve_device(self.device)
+        if self.rectify == "kernel":
+            self.threshold_ = kernel_alpha_value(self.kernel, self.alpha)
+        else:
+            self.threshold_ = rectification_threshold(self.kernel, self.alpha, self.peak)
+
+    def _fit_anchors(self, val_logits: NDArray[np.float64], val_labels: NDArray[np.int64]) -> ALSAFit:
+        return fit_alsa_anchors(
+            val_logits,
+            val_labels,
+            kernel=self.kernel,
+            n_anchors=self.n_anchors,
+            peak=self.peak,
+            variance_mean=self.variance_mean,
+            variance_std=self.variance_std,
+            freeze=self.freeze,
+            optimizer=self.optimizer,
+            lr_positions=self.lr_positions,
+            lr_peaks=self.lr_peaks,
+            lr_variances=self.lr_variances,
+            max_epochs=self.max_epochs,
+            min_epochs=self.min_epochs,
+            tol=self.tol,
+            alpha=self.alpha,
+            center=self.center,
+            anchor_sampling=self.anchor_sampling,
+            gradient=self.gradient,
+            chunk_size=self.chunk_size,
+            seed=self.seed,
+            device=self.device,
+            n_threads=self.n_threads,
+        )
+
+    def _predict(self, logits: NDArray[np.float64]) -> ALSAPrediction:
+        return alsa_predict(
+            logits,
+            self.anchors_,
+            alpha=self.alpha,
+            rectify=self.rectify,
+            peak=self.peak,
+            chunk_size=self.chunk_size,
+            device=self.device_,
+            n_threads=self.n_threads,
+        )
+
+    def predict_proba_correct(self, logits: Any) -> NDArray[np.float64]:
+        """Per-sample probability of a correct prediction after rectification (eq. 8).
+
+        Parameters
+        ----------
+        logits : array-like of shape (n, c)
+            Raw logits with the class count seen at ``fit``.
+
+        Returns
+        -------
+        ndarray of shape (n,), float64
+        """
+        self._check_is_fitted()
+        z = check_logits(logits, "logits", n_classes=self.n_classes_)
+        return self._predict(z).q
+
+    def _estimate(
+        self, target_logits: NDArray[np.float64]
+    ) -> tuple[float, NDArray[np.float64], Mapping[str, Any]]:
+        pred = self._predict(target_logits)
+        diagnostics = {
+            "n_epochs": self.n_epochs_,
+            "stop_reason": self.stop_reason_,
+            "train_gap": self.train_gap_,
+            "rectified_fraction": pred.rectified_fraction,
+            "n_rectified": int(pred.rectified.sum()),
+            "threshold": pred.threshold,
+            "mean_q_unrectified": float(np.mean(pred.q_raw)),
+            "n_anchors": self.anchors_.n_anchors,
+            "fit_seconds": self.fit_seconds_,
+            "device": self.device_,
+        }
+        return pred.accuracy, pred.q, diagnostics
+
+
+def _subclass_init(kernel: Kernel) -> Any:
+    """An ``__init__`` identical to :class:`ALSA`'s with the kernel's own defaults in the signature.
+
+    The signature is what :meth:`Estimator.get_params` reads, so ``get_estimator("alsa-e")``
+    reports ``kernel="exponential"`` and the exponential variance defaults.
+    """
+    base_sig = inspect.signature(ALSA.__init__)
+    defaults: dict[str, Any] = {"kernel": kernel, **KERNEL_DEFAULTS[kernel]}
+
+    def __init__(self: ALSA, **params: Any) -> None:
+        for name, value in defaults.items():
+            params.setdefault(name, value)
+        ALSA.__init__(self, **params)
+
+    params = [
+        p.replace(default=defaults[p.name]) if p.name in defaults else p
+        for p in base_sig.parameters.values()
+    ]
+    setattr(__init__, "__signature__", base_sig.replace(parameters=params))
+    __init__.__doc__ = ALSA.__init__.__doc__
+    return __init__
+
+
+@register("alsa-g")
+class ALSAG(ALSA):
+    """ALSA with the Gaussian-like influence function (eq. 1), registry key ``alsa-g``.
+
+    See :class:`ALSA` for the parameters; ``kernel`` defaults to ``"gaussian"``.
+    """
+
+    __init__ = _subclass_init("gaussian")
+
+
+@register("alsa-e")
+class ALSAE(ALSA):
+    """ALSA with the exponential influence function (eq. 5), registry key ``alsa-e``.
+
+    See :class:`ALSA` for the parameters; ``kernel`` defaults to ``"exponential"``.
+    """
+
+    __init__ = _subclass_init("exponential")

@@ -1,0 +1,386 @@
+"""The ``benchmark`` flow: download → train → extract → estimate → report over a suite.
+
+Runs every stage task of :mod:`tasks.stages` for the suite's datasets × backbones × seeds, one
+after the other (2 CPU cores: no thread-pool fan-out for torch), then writes one report over the
+runs it touched. Every stage is cached across runs, so a second run with the same parameters
+finishes in seconds; ``refresh`` re-runs a stage and everything downstream of it.
+
+The stage flows (``flows/download.py`` ... ``flows/report.py``) call :func:`run_pipeline` with
+``until`` set to their stage, so each can be launched alone with the same parameters.
+
+Run it with ``alsa-bench run`` or ``python -m flows.benchmark``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from storage.paths import checkpoint_dir, data_dir, db_path, reports_dir
+from tasks.refs import CheckpointRef, DatasetRef, EstimatesRef, LogitsRef, ReportRef
+from tasks.stages import (
+    STAGES,
+    StageOutcome,
+    download_task,
+    estimate_task,
+    extract_task,
+    output_exists,
+    parse_refresh,
+    report_task,
+    run_stage,
+    seeds_list,
+    train_task,
+)
+from tasks.versions import stage_code_version
+
+#: Seeds of a ``full`` benchmark when none are given (the paper averages over three).
+FULL_SEEDS: int = 3
+
+
+@dataclass(frozen=True)
+class BenchmarkPlan:
+    """What a pipeline run covers, validated: the suite's datasets × backbones × seeds.
+
+    Attributes
+    ----------
+    suite : str
+        Suite name.
+    datasets : tuple of str
+        Dataset keys of the suite to run.
+    backbones : tuple of str
+        Backbone keys.
+    seeds : tuple of int
+        Training seeds.
+    """
+
+    suite: str
+    datasets: tuple[str, ...]
+    backbones: tuple[str, ...]
+    seeds: tuple[int, ...]
+
+    @property
+    def run_keys(self) -> list[str]:
+        """Run keys ``"{dataset}.{backbone}.s{seed}"`` in execution order."""
+        return [
+            f"{d}.{b}.s{s}" for d in self.datasets for b in self.backbones for s in self.seeds
+        ]
+
+
+@dataclass
+class PipelineResult:
+    """What :func:`run_pipeline` produced.
+
+    Attributes
+    ----------
+    plan : BenchmarkPlan
+    outcomes : list of StageOutcome
+        One per stage task call, in order.
+    datasets, checkpoints, logits, estimates : list
+        The references each stage returned.
+    report : ReportRef or None
+        The report, when the pipeline ran until ``report``.
+    """
+
+    plan: BenchmarkPlan
+    outcomes: list[StageOutcome] = field(default_factory=list)
+    datasets: list[DatasetRef] = field(default_factory=list)
+    checkpoints: list[CheckpointRef] = field(default_factory=list)
+    logits: list[LogitsRef] = field(default_factory=list)
+    estimates: list[EstimatesRef] = field(default_factory=list)
+    report: ReportRef | None = None
+
+    def summary(self) -> dict[str, dict[str, int]]:
+        """Per stage, how many task calls ran and how many came from the cache."""
+        out: dict[str, dict[str, int]] = {}
+        for o in self.outcomes:
+            counts = out.setdefault(o.stage, {"ran": 0, "cached": 0})
+            counts["cached" if o.cached else "ran"] += 1
+        return out
+
+
+def suite_datasets(suite: str) -> tuple[str, ...]:
+    """Dataset keys of a suite, in registry order.
+
+    Raises
+    ------
+    ValueError
+        If no dataset belongs to ``suite`` (the message lists the suites).
+    """
+    from tasks.datasets import DATASETS
+
+    names = tuple(name for name, spec in DATASETS.items() if spec.suite == suite)
+    if not names:
+        suites = sorted({spec.suite for spec in DATASETS.values()})
+        raise ValueError(f"suite must be one of {', '.join(suites)}; got {suite!r}.")
+    return names
+
+
+def make_plan(
+    suite: str,
+    *,
+    datasets: Sequence[str] | None = None,
+    backbones: Sequence[str] | None = None,
+    seeds: int | Sequence[int] | None = None,
+    full: bool = False,
+) -> BenchmarkPlan:
+    """Validate a benchmark's selection and fill in the defaults.
+
+    Parameters
+    ----------
+    suite : str
+        Suite name (datasets register under one, e.g. ``"fmnist"``).
+    datasets : sequence of str, optional
+        A subset of the suite's datasets; default all of them.
+    backbones : sequence of str, optional
+        Backbone keys; default every registered backbone.
+    seeds : int or sequence of int, optional
+        A count (``3`` → seeds 0, 1, 2) or explicit seeds; default 1, or
+        :data:`FULL_SEEDS` when ``full``.
+    full : bool, default False
+        The paper's protocol: every backbone and :data:`FULL_SEEDS` seeds unless given.
+
+    Returns
+    -------
+    BenchmarkPlan
+
+    Raises
+    ------
+    ValueError
+        If the suite, a dataset or a backbone is unknown, a name repeats, or the seeds are
+        invalid; the message lists the valid values.
+    """
+    from tasks.backbones import available_backbones
+
+    suite_names = suite_datasets(suite)
+    if datasets is None:
+        chosen = suite_names
+    else:
+        chosen = tuple(_unique(datasets, "datasets"))
+        unknown = [d for d in chosen if d not in suite_names]
+        if unknown or not chosen:
+            raise ValueError(
+                f"datasets must be from suite {suite!r} ({', '.join(suite_names)}); "
+                f"got {list(datasets)!r}."
+            )
+    valid_backbones = available_backbones()
+    if backbones is None or len(backbones) == 0:
+        chosen_b = tuple(valid_backbones)
+    else:
+        chosen_b = tuple(_unique(backbones, "backbones"))
+        unknown = [b for b in chosen_b if b not in valid_backbones]
+        if unknown:
+            raise ValueError(
+                f"backbone must be one of {', '.join(valid_backbones)}; got "
+                f"{', '.join(map(repr, unknown))}."
+            )
+    seed_values = seeds_list(seeds if seeds is not None else (FULL_SEEDS if full else 1))
+    return BenchmarkPlan(suite=suite, datasets=chosen, backbones=chosen_b, seeds=tuple(seed_values))
+
+
+def _unique(values: Sequence[str], name: str) -> list[str]:
+    if isinstance(values, str):
+        raise ValueError(f"{name} must be a list of names, not one string; got {values!r}.")
+    out = list(values)
+    repeated = sorted({v for v in out if out.count(v) > 1})
+    if repeated:
+        raise ValueError(f"{name} must not repeat a name; got {repeated} more than once.")
+    return out
+
+
+def run_pipeline(
+    plan: BenchmarkPlan,
+    *,
+    until: str = "report",
+    refresh: Sequence[str] | str | None = None,
+    epochs: int | None = None,
+    max_train_samples: int | None = None,
+    device: str = "auto",
+    batch_size: int = 1024,
+    methods: Sequence[str] | None = None,
+    method_params: Mapping[str, Mapping[str, Any]] | None = None,
+    run_name: str | None = None,
+    publish_artifacts: bool = True,
+) -> PipelineResult:
+    """Run the stages of ``plan`` up to ``until``, sequentially, inside the calling flow.
+
+    Parameters
+    ----------
+    plan : BenchmarkPlan
+        From :func:`make_plan`.
+    until : {"download", "train", "extract", "estimate", "report"}, default "report"
+        Last stage to run.
+    refresh : str or sequence of str, optional
+        Stages to re-run (with everything downstream), or ``"all"``.
+    epochs : int, optional
+        Training epochs; default each backbone's recipe.
+    max_train_samples : int, optional
+        Cap on training samples (small, fast runs); default all.
+    device : str, default "auto"
+        Torch device for training and extraction.
+    batch_size : int, default 1024
+        Inference batch size of the extract stage.
+    methods : sequence of str, optional
+        Estimators to run; default every registered one.
+    method_params : mapping, optional
+        Hyper-parameters per method, e.g. ``{"alsa-g": {"n_anchors": 200}}``.
+    run_name : str, optional
+        Report name (folder ``reports/<run_name>/``); default the suite name.
+    publish_artifacts : bool, default True
+        Publish the report as Prefect artifacts.
+
+    Returns
+    -------
+    PipelineResult
+
+    Raises
+    ------
+    ValueError
+        If ``until`` or a ``refresh`` name is not a stage.
+    """
+    if until not in STAGES:
+        raise ValueError(f"until must be one of {', '.join(STAGES)}; got {until!r}.")
+    fresh = parse_refresh(refresh)
+    last = STAGES.index(until)
+    logger = get_run_logger()
+    result = PipelineResult(plan=plan)
+    versions = {stage: stage_code_version(stage) for stage in STAGES[: last + 1]}
+    db = str(db_path().resolve())
+    methods_list = list(methods) if methods is not None else None
+    params = {m: dict(p) for m, p in method_params.items()} if method_params else None
+    logger.info(
+        "Pipeline %s until %s: datasets %s, backbones %s, seeds %s, refresh %s",
+        plan.suite, until, list(plan.datasets), list(plan.backbones), list(plan.seeds),
+        sorted(fresh) or "none",
+    )
+
+    def note(ref: Any, outcome: StageOutcome) -> Any:
+        result.outcomes.append(outcome)
+        logger.info("%-8s %-28s %s in %.2f s%s", outcome.stage, outcome.key, outcome.state,
+                    outcome.seconds, " (output was missing: re-ran)" if outcome.healed else "")
+        return ref
+
+    for dataset in plan.datasets:
+        ds = note(*run_stage(
+            download_task, "download", fresh, dataset, str(data_dir().resolve()),
+            versions["download"], key=dataset, check=output_exists,
+        ))
+        result.datasets.append(ds)
+        if last < STAGES.index("train"):
+            continue
+        for backbone in plan.backbones:
+            for seed in plan.seeds:
+                run_key = f"{dataset}.{backbone}.s{seed}"
+                ckpt = note(*run_stage(
+                    train_task, "train", fresh, ds, backbone, seed, epochs, max_train_samples,
+                    device, str(checkpoint_dir().resolve()), versions["train"],
+                    key=run_key, check=output_exists,
+                ))
+                result.checkpoints.append(ckpt)
+                if last < STAGES.index("extract"):
+                    continue
+                logits = note(*run_stage(
+                    extract_task, "extract", fresh, ckpt, plan.suite, db, device, batch_size,
+                    versions["extract"], key=run_key, check=output_exists,
+                ))
+                result.logits.append(logits)
+                if last < STAGES.index("estimate"):
+                    continue
+                est = note(*run_stage(
+                    estimate_task, "estimate", fresh, logits, methods_list, params,
+                    versions["estimate"], key=run_key, check=output_exists,
+                ))
+                result.estimates.append(est)
+
+    if last == STAGES.index("report"):
+        name = run_name or plan.suite
+        result.report = note(*run_stage(
+            report_task, "report", fresh, result.estimates, [e.run_key for e in result.estimates],
+            db, str(reports_dir().resolve()), name, methods_list, publish_artifacts,
+            versions["report"], key=name, check=output_exists,
+        ))
+    summary = ", ".join(f"{s}: {c['ran']} ran, {c['cached']} cached"
+                        for s, c in result.summary().items())
+    logger.info("Pipeline done: %s", summary)
+    return result
+
+
+@flow(name="benchmark", description="download → train → extract → estimate → report over a suite")
+def benchmark(
+    suite: str = "fmnist",
+    backbones: list[str] | None = None,
+    seeds: int | list[int] | None = None,
+    refresh: list[str] | None = None,
+    full: bool = False,
+    datasets: list[str] | None = None,
+    epochs: int | None = None,
+    max_train_samples: int | None = None,
+    device: str = "auto",
+    batch_size: int = 1024,
+    methods: list[str] | None = None,
+    method_params: dict[str, dict[str, Any]] | None = None,
+    run_name: str | None = None,
+    publish_artifacts: bool = True,
+) -> PipelineResult:
+    """The whole benchmark over a suite's datasets × backbones × seeds, then one report.
+
+    Parameters
+    ----------
+    suite : str, default "fmnist"
+        Benchmark suite; its datasets are all run unless ``datasets`` picks some.
+    backbones : list of str, optional
+        Backbone keys (``mlp``, ``lenet``, ``resnet``); default all.
+    seeds : int or list of int, optional
+        Seed count or explicit seeds; default 1 (3 with ``full``).
+    refresh : list of str, optional
+        Stages to re-run with everything downstream (``download``, ``train``, ``extract``,
+        ``estimate``, ``report``, ``all``); e.g. ``["estimate"]`` re-runs estimate and report.
+    full : bool, default False
+        Paper protocol: every backbone and 3 seeds unless given.
+    datasets : list of str, optional
+        Subset of the suite's datasets.
+    epochs : int, optional
+        Training epochs; default each backbone's recipe.
+    max_train_samples : int, optional
+        Cap on training samples (quick runs).
+    device : str, default "auto"
+        Torch device for training and extraction.
+    batch_size : int, default 1024
+        Inference batch size when extracting logits.
+    methods : list of str, optional
+        Estimators; default all registered.
+    method_params : dict, optional
+        Hyper-parameters per method.
+    run_name : str, optional
+        Report name; default the suite.
+    publish_artifacts : bool, default True
+        Publish the report as Prefect artifacts.
+
+    Returns
+    -------
+    PipelineResult
+    """
+    plan = make_plan(suite, datasets=datasets, backbones=backbones, seeds=seeds, full=full)
+    return run_pipeline(
+        plan, until="report", refresh=refresh, epochs=epochs, max_train_samples=max_train_samples,
+        device=device, batch_size=batch_size, methods=methods, method_params=method_params,
+        run_name=run_name, publish_artifacts=publish_artifacts,
+    )
+
+
+def print_report(report: ReportRef | None) -> None:
+    """Print a report's MAE table (``mae.txt``) and where the report lies."""
+    if report is None:
+        return
+    table = Path(report.folder) / "mae.txt"
+    if table.is_file():
+        print(table.read_text(encoding="utf-8"))
+    print(f"Report: {Path(report.folder) / 'report.md'}")
+
+
+if __name__ == "__main__":
+    outcome = benchmark(suite="fmnist", backbones=["lenet"], seeds=1)
+    print_report(outcome.report)

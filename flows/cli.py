@@ -1,0 +1,361 @@
+"""The ``alsa-bench`` command line: ``estimate``, ``run`` and ``report``.
+
+``estimate`` (bring your own logits, :mod:`flows.estimate_cli`) never imports Prefect; ``run``
+and ``report`` import it inside the command, after :func:`flows.configure_environment` has
+pointed its cache at ``$ALSA_BENCH_HOME/prefect-results`` and turned telemetry off. So
+``alsa-bench --help`` answers at once.
+
+User mistakes (an unknown backbone, a bad ``--refresh`` stage, a missing database) print one
+line ``error: ...`` on stderr and exit with status 2; failures while running print one line and
+exit with status 1. Neither prints a traceback.
+
+Examples
+--------
+::
+
+    alsa-bench run                                  # default suite, every backbone, seed 0
+    alsa-bench run --backbone lenet --seeds 3       # one backbone, seeds 0, 1, 2
+    alsa-bench run --refresh estimate               # re-run estimate and report only
+    alsa-bench report --to-docs                     # docs/BENCHMARK.md from the latest report
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+
+from flows import configure_environment
+from flows.estimate_cli import estimate_command
+from tasks.versions import REFRESH_ALL, STAGES, parse_refresh
+
+app = typer.Typer(
+    name="alsa-bench",
+    help="Label-free accuracy estimation under distribution shift: ALSA and baselines, "
+    "with a Prefect benchmark pipeline.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("estimate")(estimate_command)
+
+T = TypeVar("T")
+
+#: Exit status of a user mistake (bad option value, nothing to report).
+EXIT_USAGE = 2
+#: Exit status of a failure while running.
+EXIT_FAILURE = 1
+
+
+class UserError(Exception):
+    """A mistake in what the user asked for; reported as one line, exit status 2."""
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Print ``error: <message>`` (first line only) on stderr and exit with ``code``."""
+    first = str(message).strip().splitlines()[0] if str(message).strip() else "unknown error"
+    typer.echo(f"error: {first}", err=True)
+    raise typer.Exit(code)
+
+
+def _guard(call: Callable[[], T], *, user_errors: tuple[type[BaseException], ...]) -> T:
+    """Run ``call``; user errors exit 2, any other exception exits 1, both as one line."""
+    try:
+        return call()
+    except typer.Exit:
+        raise
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except UserError as exc:
+        fail(str(exc))
+    except user_errors as exc:
+        fail(str(exc))
+    except Exception as exc:  # a failure inside the pipeline: one line, no traceback
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
+
+
+# ------------------------------------------------------------------------------------------ run
+@app.command("run")
+def run_command(
+    suite: Annotated[str, typer.Option(help="Benchmark suite.")] = "fmnist",
+    backbone: Annotated[
+        list[str] | None,
+        typer.Option("--backbone", "-b", help="Backbone (repeatable); default all."),
+    ] = None,
+    seed: Annotated[
+        list[int] | None, typer.Option("--seed", help="Training seed (repeatable).")
+    ] = None,
+    seeds: Annotated[
+        int | None,
+        typer.Option("--seeds", help="Number of seeds: 0 .. N-1 (default 1; 3 with --full)."),
+    ] = None,
+    refresh: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--refresh",
+            help="Re-run a stage and everything after it (repeatable): "
+            f"{'|'.join((*STAGES, REFRESH_ALL))}.",
+        ),
+    ] = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="Paper protocol: every backbone, 3 seeds.")
+    ] = False,
+    dataset: Annotated[
+        list[str] | None,
+        typer.Option("--dataset", "-d", help="Dataset of the suite (repeatable); default all."),
+    ] = None,
+    method: Annotated[
+        list[str] | None,
+        typer.Option("--method", "-m", help="Estimator (repeatable); default all registered."),
+    ] = None,
+    epochs: Annotated[
+        int | None, typer.Option(help="Training epochs; default each backbone's recipe.", min=1)
+    ] = None,
+    max_train_samples: Annotated[
+        int | None, typer.Option(help="Cap on training samples (quick runs).", min=1)
+    ] = None,
+    device: Annotated[str, typer.Option(help="Torch device: auto, cpu, cuda, cuda:N.")] = "auto",
+    run_name: Annotated[
+        str | None, typer.Option(help="Report name: reports/<run-name>/ (default: the suite).")
+    ] = None,
+    ablations: Annotated[
+        bool,
+        typer.Option("--ablations", help="Also run the ALSA ablations (reports/<run>-ablations/)."),
+    ] = False,
+    artifacts: Annotated[
+        bool, typer.Option("--artifacts/--no-artifacts", help="Publish Prefect artifacts.")
+    ] = True,
+) -> None:
+    """Run the benchmark: download → train → extract → estimate → report (cached per stage)."""
+    try:
+        refresh_stages = parse_refresh(refresh or None)
+    except ValueError as exc:
+        fail(str(exc))
+    if seed and seeds is not None:
+        fail(f"give either --seed (explicit seeds) or --seeds (a count), not both; got --seed "
+             f"{' --seed '.join(map(str, seed))} and --seeds {seeds}.")
+    if seeds is not None and seeds < 1:
+        fail(f"--seeds must be a count >= 1; got {seeds}.")
+    seed_arg: int | list[int] | None = list(seed) if seed else seeds
+
+    configure_environment()
+    from flows.benchmark import benchmark, make_plan, print_report
+
+    plan = _guard(
+        lambda: make_plan(suite, datasets=dataset or None, backbones=backbone or None,
+                          seeds=seed_arg, full=full),
+        user_errors=(ValueError,),
+    )
+    if method:
+        _guard(lambda: _check_methods(method), user_errors=(ValueError,))
+    refreshing = [s for s in STAGES if s in refresh_stages]
+    typer.echo(
+        f"alsa-bench run: suite {plan.suite}, datasets {', '.join(plan.datasets)}, backbones "
+        f"{', '.join(plan.backbones)}, seeds {', '.join(map(str, plan.seeds))}"
+        + (f", refresh {', '.join(refreshing)}" if refreshing else "")
+    )
+    start = time.perf_counter()
+    result = _guard(
+        lambda: benchmark(
+            suite=plan.suite, backbones=list(plan.backbones), seeds=list(plan.seeds),
+            refresh=sorted(refresh_stages) or None, full=full, datasets=list(plan.datasets),
+            epochs=epochs, max_train_samples=max_train_samples, device=device,
+            methods=list(method) if method else None, run_name=run_name,
+            publish_artifacts=artifacts,
+        ),
+        user_errors=(),
+    )
+    elapsed = time.perf_counter() - start
+    print_report(result.report)
+    counts = "; ".join(f"{stage} {c['ran']} ran, {c['cached']} cached"
+                       for stage, c in result.summary().items())
+    typer.echo(f"Benchmark finished in {elapsed:.1f} s ({counts}).")
+
+    if ablations:
+        from flows.ablations import ablations as ablations_flow
+
+        abl = _guard(
+            lambda: ablations_flow(
+                suite=plan.suite, backbones=list(plan.backbones), seeds=list(plan.seeds),
+                datasets=list(plan.datasets), run_name=f"{run_name or plan.suite}-ablations",
+                publish_artifacts=artifacts,
+            ),
+            user_errors=(),
+        )
+        print_report(abl)
+
+
+def _check_methods(methods: Sequence[str]) -> None:
+    from estimators import available_estimators
+
+    unknown = [m for m in methods if m not in available_estimators()]
+    if unknown:
+        raise ValueError(
+            f"method must be one of {', '.join(available_estimators())}; got "
+            f"{', '.join(map(repr, unknown))}."
+        )
+
+
+# ------------------------------------------------------------------------------------------ report
+@app.command("report")
+def report_command(
+    run_name: Annotated[
+        str | None, typer.Option(help="Report name: reports/<run-name>/ (default: the suites).")
+    ] = None,
+    run_key: Annotated[
+        list[str] | None,
+        typer.Option("--run-key", help="Only this run, e.g. fmnist.lenet.s0 (repeatable)."),
+    ] = None,
+    method: Annotated[
+        list[str] | None, typer.Option("--method", "-m", help="Only this method (repeatable).")
+    ] = None,
+    to_docs: Annotated[
+        bool,
+        typer.Option("--to-docs", help="Also write docs/BENCHMARK.md (with commit and machine)."),
+    ] = False,
+    artifacts: Annotated[
+        bool,
+        typer.Option(
+            "--artifacts/--no-artifacts",
+            help="Run as a Prefect flow and publish artifacts (--no-artifacts: no Prefect).",
+        ),
+    ] = True,
+) -> None:
+    """Write reports/<run>/ (tables, plots) from the estimates stored in DuckDB."""
+    configure_environment()
+    from storage.errors import StorageError
+
+    user_errors = (ValueError, FileNotFoundError, StorageError)
+    if artifacts:
+        from flows.report import report as report_flow
+
+        ref = _guard(
+            lambda: report_flow(run_name=run_name, run_keys=run_key or None,
+                                methods=method or None),
+            user_errors=user_errors,
+        )
+    else:
+        from tasks.report import write_report
+
+        ref = _guard(
+            lambda: write_report(run_name=run_name, publish_artifacts=False,
+                                 run_keys=run_key or None, methods=method or None),
+            user_errors=user_errors,
+        )
+    from flows.benchmark import print_report
+
+    print_report(ref)
+    if to_docs:
+        target = _guard(lambda: write_benchmark_doc(Path(ref.folder), Path("docs")),
+                        user_errors=(ValueError, FileNotFoundError))
+        typer.echo(f"Wrote {target}")
+
+
+def write_benchmark_doc(report_folder: Path, docs_dir: Path) -> Path:
+    """Write ``docs/BENCHMARK.md`` from a report folder, with provenance; copy its figures.
+
+    Parameters
+    ----------
+    report_folder : Path
+        A folder written by :func:`tasks.report.write_report`.
+    docs_dir : Path
+        The documentation folder; figures go to ``<docs_dir>/benchmark/``.
+
+    Returns
+    -------
+    Path
+        The markdown file written.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``report_folder`` holds no ``report.md``.
+    """
+    import pandas as pd
+
+    source = report_folder / "report.md"
+    if not source.is_file():
+        raise FileNotFoundError(
+            f"report_folder must hold a report.md written by `alsa-bench report`; got "
+            f"{str(report_folder)!r} without one."
+        )
+    figures = docs_dir / "benchmark"
+    if figures.exists():
+        shutil.rmtree(figures)
+    figures.mkdir(parents=True)
+    for png in sorted(report_folder.glob("*.png")):
+        shutil.copy2(png, figures / png.name)
+    body = source.read_text(encoding="utf-8")
+    body = re.sub(r"\]\(([^)/]+\.png)\)", r"](benchmark/\1)", body)
+    body = body.split("\n", 1)[1] if body.startswith("# ") else body
+    rows = pd.read_csv(report_folder / "estimates.csv")
+    seeds = ", ".join(str(s) for s in sorted(rows["seed"].unique()))
+    lines = [
+        "# Benchmark results",
+        "",
+        "<!-- Generated by `alsa-bench report --to-docs`; do not edit by hand. -->",
+        "",
+        "| | |",
+        "| --- | --- |",
+        f"| commit | `{_git_commit()}` |",
+        f"| seeds | {seeds} |",
+        f"| machine | {_machine()} |",
+        f"| report | `{report_folder.name}` (`reports/{report_folder.name}/`) |",
+        "",
+        body.lstrip("\n"),
+    ]
+    docs_dir.mkdir(parents=True, exist_ok=True)
+    target = docs_dir / "BENCHMARK.md"
+    target.write_text("\n".join(lines), encoding="utf-8")
+    return target
+
+
+def _git_commit() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+            check=True, timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+            text=True, check=True, timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (not a git checkout)"
+    return f"{head}{' + uncommitted changes' if dirty else ''}"
+
+
+def _machine() -> str:
+    parts = [
+        platform.platform(terse=True),
+        f"{os.cpu_count()} CPUs",
+        f"Python {platform.python_version()}",
+    ]
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            parts.append(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}")
+        else:
+            parts.append(f"torch {torch.__version__} on CPU")
+    except ImportError:
+        parts.append("torch not installed")
+    return ", ".join(parts)
+
+
+def main(argv: Sequence[str] | None = None) -> Any:
+    """Console-script entry point of ``alsa-bench``."""
+    return app(args=list(argv) if argv is not None else None, prog_name="alsa-bench")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""The ``download`` flow: stage the raw files of a suite's datasets.
+
+Launch it alone with ``python -m flows.download`` or the ``download`` deployment; the
+``benchmark`` flow runs the same task.
+"""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from flows.benchmark import make_plan, run_pipeline
+from tasks.refs import DatasetRef
+
+
+@flow(name="download", description="Stage the raw files of a suite's datasets")
+def download(
+    suite: str = "fmnist",
+    datasets: list[str] | None = None,
+    refresh: bool = False,
+) -> list[DatasetRef]:
+    """Stage every dataset of ``suite`` (or the ones named) and return their references.
+
+    Parameters
+    ----------
+    suite : str, default "fmnist"
+        Benchmark suite.
+    datasets : list of str, optional
+        Subset of the suite's datasets; default all.
+    refresh : bool, default False
+        Re-stage even where a cached result exists.
+
+    Returns
+    -------
+    list of DatasetRef
+    """
+    plan = make_plan(suite, datasets=datasets)
+    return run_pipeline(plan, until="download", refresh=["download"] if refresh else None).datasets
+
+
+if __name__ == "__main__":
+    for ref in download(suite="fmnist"):
+        print(ref)

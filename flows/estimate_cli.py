@@ -1,0 +1,187 @@
+"""``alsa-bench estimate``: accuracy estimates for bring-your-own logit files.
+
+Registered on the CLI's Typer app by ``flows/cli.py`` with
+``app.command("estimate")(estimate_command)``::
+
+    alsa-bench estimate --val val.npz --target week.parquet [--method atc-ne]... [--json]
+
+The validation file needs logits and labels; the target file needs logits, and if it also holds
+labels the output adds the true accuracy and the absolute error of each estimate. Without
+``--method`` every registered estimator runs. User mistakes (a missing file, a malformed array, an
+unknown method, a class-count mismatch) print one line starting with ``error:`` on stderr and exit
+with code 2, without a traceback. This module does not import Prefect.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+
+from estimators import available_estimators, get_estimator
+from estimators._validation import check_labels, check_logits
+from storage.logit_files import load_logit_file
+
+__all__ = ["EXIT_USER_ERROR", "estimate_command", "run_estimates"]
+
+#: Exit code for mistakes in the user's input (Typer/Click use 2 for usage errors as well).
+EXIT_USER_ERROR = 2
+
+
+class _UserError(Exception):
+    """A mistake in the command's input, reported as one ``error:`` line."""
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
+    return typer.Exit(code=EXIT_USER_ERROR)
+
+
+def run_estimates(
+    val: Path, target: Path, methods: list[str] | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Fit every requested estimator on ``val`` and estimate ``target``.
+
+    Parameters
+    ----------
+    val : Path
+        Validation logit file with labels (``.npz`` or ``.parquet``).
+    target : Path
+        Target logit file; labels optional (used only to score the estimates).
+    methods : list of str, optional
+        Registry keys; default every registered estimator, in registry order.
+
+    Returns
+    -------
+    rows : list of dict
+        One record per method: ``method``, ``accuracy``, ``n_target``, ``params``,
+        ``diagnostics`` and, when the target file has labels, ``true_accuracy`` and
+        ``abs_error``.
+    warnings : list of str
+        Warning messages raised while fitting or estimating, prefixed with the method.
+
+    Raises
+    ------
+    _UserError
+        For unknown methods, unreadable files and inputs the estimators reject.
+    """
+    known = available_estimators()
+    chosen = list(dict.fromkeys(methods)) if methods else known
+    unknown = [m for m in chosen if m not in known]
+    if unknown:
+        raise _UserError(
+            f"unknown method {', '.join(map(repr, unknown))}; available: {', '.join(known)}."
+        )
+    try:
+        val_logits, val_labels = load_logit_file(val, require_labels=True)
+        target_logits, target_labels = load_logit_file(target, require_labels=False)
+    except ValueError as exc:
+        raise _UserError(str(exc)) from None
+    if val_logits.shape[1] != target_logits.shape[1]:
+        raise _UserError(
+            f"class-count mismatch: {val} has {val_logits.shape[1]} classes but {target} has "
+            f"{target_logits.shape[1]}."
+        )
+    # Check values once, naming the file, instead of once per estimator.
+    n_classes = val_logits.shape[1]
+    try:
+        check_logits(val_logits, f"{val}: logits")
+        check_labels(val_labels, f"{val}: labels", val_logits.shape[0], n_classes)
+        check_logits(target_logits, f"{target}: logits")
+        if target_labels is not None:
+            check_labels(target_labels, f"{target}: labels", target_logits.shape[0], n_classes)
+    except ValueError as exc:
+        raise _UserError(str(exc)) from None
+    true_accuracy = None
+    if target_labels is not None:
+        true_accuracy = float(np.mean(target_logits.argmax(axis=1) == target_labels))
+
+    rows: list[dict[str, Any]] = []
+    messages: list[str] = []
+    for name in chosen:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                result = get_estimator(name).fit(val_logits, val_labels).estimate(target_logits)
+            except ValueError as exc:
+                raise _UserError(f"{name}: {exc}") from None
+        for w in caught:
+            text = f"{name}: {w.message}"
+            if text not in messages:
+                messages.append(text)
+        row = result.to_record()
+        if true_accuracy is not None:
+            row["true_accuracy"] = true_accuracy
+            row["abs_error"] = abs(result.accuracy - true_accuracy)
+        rows.append(row)
+    return rows, messages
+
+
+def _print_table(rows: list[dict[str, Any]], val: Path, target: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    has_truth = "true_accuracy" in rows[0]
+    table = Table(title=f"Estimated accuracy of {target.name} (fitted on {val.name})")
+    table.add_column("method")
+    table.add_column("estimated accuracy", justify="right")
+    if has_truth:
+        table.add_column("true accuracy", justify="right")
+        table.add_column("abs error", justify="right")
+    table.add_column("n_target", justify="right")
+    for row in rows:
+        cells = [row["method"], f"{row['accuracy']:.4f}"]
+        if has_truth:
+            cells += [f"{row['true_accuracy']:.4f}", f"{row['abs_error']:.4f}"]
+        cells.append(str(row["n_target"]))
+        table.add_row(*cells)
+    Console(soft_wrap=True).print(table)
+
+
+def estimate_command(
+    val: Annotated[
+        Path | None,
+        typer.Option("--val", metavar="VAL", show_default=False,
+                     help="Validation logits with labels (.npz or .parquet). Required."),
+    ] = None,
+    target: Annotated[
+        Path | None,
+        typer.Option("--target", metavar="TARGET", show_default=False,
+                     help="Target logits; labels optional (.npz or .parquet). Required."),
+    ] = None,
+    method: Annotated[
+        list[str] | None,
+        typer.Option("--method", metavar="NAME",
+                     help="Estimator key; repeat for several. Default: every estimator."),
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list instead of a table.")
+    ] = False,
+) -> None:
+    """Estimate a classifier's accuracy on unlabelled target logits from labelled validation ones.
+
+    Files: .npz (arrays logits, labels) or .parquet (list column logits or logit_0.., label).
+    """
+    # Required options are checked here, not by Click, so that a missing one is one error line.
+    if val is None or target is None:
+        missing = " and ".join(
+            opt for opt, v in (("--val", val), ("--target", target)) if v is None
+        )
+        raise _fail(f"missing option {missing}; usage: alsa-bench estimate --val VAL "
+                    "--target TARGET [--method NAME]... [--json]")
+    try:
+        rows, messages = run_estimates(val, target, method)
+    except _UserError as exc:
+        raise _fail(str(exc)) from None
+    for message in messages:
+        typer.echo(f"warning: {' '.join(message.split())}", err=True)
+    if json_output:
+        keep = ("method", "accuracy", "n_target", "true_accuracy", "abs_error", "params",
+                "diagnostics")
+        typer.echo(json.dumps([{k: row[k] for k in keep if k in row} for row in rows], indent=2))
+    else:
+        _print_table(rows, val, target)

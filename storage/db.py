@@ -1,0 +1,217 @@
+"""Opening the benchmark's DuckDB file: one writer at a time, lock errors retried, then explained.
+
+DuckDB lets **one process** open a database file read-write, or many processes open it
+read-only while nobody writes. A second process that tries anyway gets
+``IO Error: Could not set lock on file ...``. :func:`connect` retries that with exponential
+backoff and then raises :class:`~storage.errors.StorageLockedError`; :func:`is_lock_error` is the
+predicate a Prefect ``retry_condition_fn`` needs.
+
+Inside one process, DuckDB shares one database instance between connections to the same file;
+mixing ``read_only=True`` and ``read_only=False`` connections to one file in one process is
+refused by DuckDB, so pipeline stages use writable connections and keep them short, and
+``read_only=True`` is for reports and outside readers::
+
+    from storage import connect
+
+    with connect() as con:                       # .alsa-bench/bench.duckdb, schema created
+        con.sql("SELECT count(*) FROM runs").fetchall()
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+
+from . import paths
+from .errors import StorageError, StorageLockedError
+from .schema import check_schema_version, ensure_schema
+
+logger = logging.getLogger(__name__)
+
+_LOCK_MESSAGE = "Could not set lock"
+_CONFIG_MESSAGE = "different configuration"
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """Whether ``exc`` means another process holds the database file's lock.
+
+    True for :class:`~storage.errors.StorageLockedError` and for DuckDB's own
+    ``IOException: Could not set lock on file ...``, also when either is the cause or context of
+    ``exc``; usable in a Prefect ``retry_condition_fn``.
+
+    Parameters
+    ----------
+    exc : BaseException
+        The exception to classify.
+
+    Returns
+    -------
+    bool
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, StorageLockedError):
+            return True
+        if isinstance(current, duckdb.IOException) and _LOCK_MESSAGE in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _open(path: Path, read_only: bool, retries: int, backoff_s: float) -> duckdb.DuckDBPyConnection:
+    """Open ``path``, retrying lock conflicts ``retries`` times with doubling waits."""
+    attempt = 0
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if not is_lock_error(exc):
+                raise
+            if attempt >= retries:
+                mode = "read-only" if read_only else "read-write"
+                raise StorageLockedError(
+                    f"Could not open {str(path)!r} {mode}: another process holds its lock "
+                    f"(tried {attempt + 1} times over about "
+                    f"{_total_wait(attempt, backoff_s):.1f} s). "
+                    "DuckDB allows one writer at a time, or many readers while nobody writes; "
+                    "wait for the other run to finish (or stop it) and retry. "
+                    f"DuckDB said: {exc}"
+                ) from exc
+            wait = backoff_s * (2**attempt)
+            logger.info(
+                "Database %s is locked by another process; retry %d/%d in %.2f s",
+                path,
+                attempt + 1,
+                retries,
+                wait,
+            )
+            time.sleep(wait)
+            attempt += 1
+        except duckdb.ConnectionException as exc:
+            if _CONFIG_MESSAGE not in str(exc):
+                raise
+            raise StorageError(
+                f"{str(path)!r} is already open in this process with "
+                f"read_only={not read_only}; DuckDB refuses a second connection to the same file "
+                f"with read_only={read_only}. Close the other connection first, or open this one "
+                "with the same read_only setting."
+            ) from exc
+
+
+def _total_wait(attempts: int, backoff_s: float) -> float:
+    return sum(backoff_s * (2**i) for i in range(attempts))
+
+
+@contextmanager
+def connect(
+    path: str | Path | None = None,
+    *,
+    read_only: bool = False,
+    retries: int = 5,
+    backoff_s: float = 0.5,
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open the benchmark's DuckDB file for the duration of a ``with`` block.
+
+    A writable connection creates the parent folder and the schema (idempotently); a read-only
+    one only checks that the file's schema version is one this code reads. The connection is
+    closed, and the file's lock released, when the block ends.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        Database file; default :func:`storage.paths.db_path` (``$ALSA_BENCH_HOME/bench.duckdb``).
+    read_only : bool, default False
+        Open read-only (reports, outside readers). The file must exist.
+    retries : int, default 5
+        How many times to retry when another process holds the lock.
+    backoff_s : float, default 0.5
+        First wait between retries in seconds; each further wait doubles (0.5, 1, 2, 4, 8 s).
+
+    Yields
+    ------
+    duckdb.DuckDBPyConnection
+
+    Raises
+    ------
+    StorageLockedError
+        If the lock is still held after every retry.
+    FileNotFoundError
+        If ``read_only`` and the file does not exist.
+    SchemaVersionError
+        If the file was written by another schema version.
+    ValueError
+        If ``retries`` or ``backoff_s`` is negative.
+    """
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be an integer >= 0; got {retries!r}.")
+    if not backoff_s >= 0:
+        raise ValueError(f"backoff_s must be a number >= 0; got {backoff_s!r}.")
+    db = Path(path) if path is not None else paths.db_path()
+    if read_only:
+        if not db.exists():
+            raise FileNotFoundError(
+                f"No benchmark database at {str(db)!r}; run a pipeline stage first, or point "
+                "ALSA_BENCH_HOME at the state folder that holds bench.duckdb."
+            )
+    else:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    con = _open(db, read_only, retries, backoff_s)
+    try:
+        if read_only:
+            check_schema_version(con)
+        else:
+            ensure_schema(con)
+        yield con
+    finally:
+        con.close()
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Run the block in one transaction: COMMIT when it ends, ROLLBACK if it raises.
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+        Connection with no transaction open (DuckDB has no nested transactions).
+
+    Yields
+    ------
+    duckdb.DuckDBPyConnection
+        The same connection.
+    """
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error as rollback_exc:  # the original error is the one worth raising
+            logger.warning("ROLLBACK failed after an error: %s", rollback_exc)
+        raise
+    con.execute("COMMIT")
+
+
+def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
+    """Fold the write-ahead log into the main file after a big write.
+
+    The data is already durable once committed (the WAL is replayed on the next open), so a
+    checkpoint that DuckDB refuses, e.g. while another connection of this process has a
+    transaction open, is logged and skipped rather than raised.
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+        Writable connection with no transaction open.
+    """
+    try:
+        con.execute("CHECKPOINT")
+    except duckdb.Error as exc:
+        logger.warning("CHECKPOINT skipped (data is committed to the WAL): %s", exc)

@@ -1,0 +1,248 @@
+"""Tables and the ``report_rows`` view of the benchmark's DuckDB file.
+
+::
+
+    schema_meta(key PK, value)                      -- holds 'schema_version'
+    runs(run_key PK, suite, dataset, backbone, seed, n_classes, checkpoint_sha256,
+         code_version, train_seconds, created_at)
+    splits(run_key, split, role 'val'|'target', shift_family, shift, severity NULL,
+           n_samples, true_accuracy, PK(run_key, split))
+    logits(run_key, split, sample_index, label, logits FLOAT[])   -- no PK: replace-partition writes
+    estimates(run_key, split, method, params_json, estimated_accuracy, true_accuracy, abs_error,
+              fit_seconds, estimate_seconds, diagnostics_json, code_version, created_at,
+              PK(run_key, split, method))
+    anchors(run_key, method, anchor_index, position FLOAT[], peak, variance,
+            PK(run_key, method, anchor_index))
+    report_rows  -- view: one row per (target split, method), with the run's suite, dataset,
+                    backbone and seed
+
+Accuracies are fractions in [0, 1]. Timestamps are UTC without a time zone. Creation is
+idempotent; the schema version is recorded in ``schema_meta`` and a file written by a newer
+version is refused with :class:`~storage.errors.SchemaVersionError`.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from .errors import SchemaVersionError
+
+SCHEMA_VERSION = 1
+"""Version of the tables below; bump it (and add a migration) when a table changes."""
+
+TABLES: tuple[str, ...] = ("schema_meta", "runs", "splits", "logits", "estimates", "anchors")
+"""Every table the schema creates, in creation order."""
+
+VIEWS: tuple[str, ...] = ("report_rows",)
+"""Every view the schema creates."""
+
+_DDL: tuple[str, ...] = (
+    """
+    CREATE TABLE IF NOT EXISTS schema_meta (
+        key   VARCHAR PRIMARY KEY,
+        value VARCHAR NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS runs (
+        run_key           VARCHAR PRIMARY KEY,
+        suite             VARCHAR NOT NULL,
+        dataset           VARCHAR NOT NULL,
+        backbone          VARCHAR NOT NULL,
+        seed              INTEGER NOT NULL,
+        n_classes         INTEGER NOT NULL,
+        checkpoint_sha256 VARCHAR,
+        code_version      VARCHAR,
+        train_seconds     DOUBLE,
+        created_at        TIMESTAMP
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS splits (
+        run_key       VARCHAR NOT NULL,
+        split         VARCHAR NOT NULL,
+        role          VARCHAR NOT NULL CHECK (role IN ('val', 'target')),
+        shift_family  VARCHAR,
+        shift         VARCHAR,
+        severity      INTEGER,
+        n_samples     INTEGER NOT NULL,
+        true_accuracy DOUBLE,
+        PRIMARY KEY (run_key, split)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS logits (
+        run_key      VARCHAR NOT NULL,
+        split        VARCHAR NOT NULL,
+        sample_index BIGINT  NOT NULL,
+        label        INTEGER NOT NULL,
+        logits       FLOAT[] NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS estimates (
+        run_key            VARCHAR NOT NULL,
+        split              VARCHAR NOT NULL,
+        method             VARCHAR NOT NULL,
+        params_json        VARCHAR,
+        estimated_accuracy DOUBLE,
+        true_accuracy      DOUBLE,
+        abs_error          DOUBLE,
+        fit_seconds        DOUBLE,
+        estimate_seconds   DOUBLE,
+        diagnostics_json   VARCHAR,
+        code_version       VARCHAR,
+        created_at         TIMESTAMP,
+        PRIMARY KEY (run_key, split, method)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS anchors (
+        run_key      VARCHAR NOT NULL,
+        method       VARCHAR NOT NULL,
+        anchor_index INTEGER NOT NULL,
+        position     FLOAT[] NOT NULL,
+        peak         DOUBLE,
+        variance     DOUBLE,
+        PRIMARY KEY (run_key, method, anchor_index)
+    )
+    """,
+    """
+    CREATE OR REPLACE VIEW report_rows AS
+    SELECT
+        r.suite,
+        r.dataset,
+        r.backbone,
+        r.seed,
+        s.shift_family,
+        s.shift,
+        s.severity,
+        s.n_samples AS n_target,
+        e.method,
+        e.estimated_accuracy,
+        e.true_accuracy,
+        e.abs_error,
+        e.run_key,
+        e.split
+    FROM estimates AS e
+    JOIN splits AS s ON s.run_key = e.run_key AND s.split = e.split
+    JOIN runs AS r ON r.run_key = e.run_key
+    WHERE s.role = 'target'
+    """,
+)
+
+
+def read_schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
+    """Schema version recorded in the database, or None where none is recorded yet.
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+        Open connection (read-only is fine).
+
+    Returns
+    -------
+    int or None
+        The recorded version; None for a file without a ``schema_meta`` table or version row.
+
+    Raises
+    ------
+    SchemaVersionError
+        If the recorded value is not an integer.
+    """
+    exists = con.sql(
+        "SELECT count(*) FROM duckdb_tables() "
+        "WHERE database_name = current_database() AND schema_name = 'main' AND table_name = ?",
+        params=["schema_meta"],
+    ).fetchall()[0][0]
+    if not exists:
+        return None
+    rows = con.sql(
+        "SELECT value FROM schema_meta WHERE key = ?", params=["schema_version"]
+    ).fetchall()
+    if not rows:
+        return None
+    value = rows[0][0]
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise SchemaVersionError(
+            f"schema_meta.schema_version must be an integer; got {value!r}. "
+            "The database file is not one alsa-bench wrote, or it is damaged."
+        ) from None
+
+
+def check_schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
+    """Refuse a database written by a newer schema; return the recorded version.
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+        Open connection (read-only is fine).
+
+    Returns
+    -------
+    int or None
+        The recorded version, or None where the file has no schema yet.
+
+    Raises
+    ------
+    SchemaVersionError
+        If the recorded version is newer or older than :data:`SCHEMA_VERSION`.
+    """
+    found = read_schema_version(con)
+    if found is None or found == SCHEMA_VERSION:
+        return found
+    if found > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"The database was written with schema version {found}, newer than this "
+            f"alsa-bench's version {SCHEMA_VERSION}. Upgrade alsa-bench, or point "
+            "ALSA_BENCH_HOME at another folder."
+        )
+    raise SchemaVersionError(
+        f"The database has schema version {found}; this alsa-bench expects {SCHEMA_VERSION} and "
+        "has no migration from it. Move the file aside (its state folder) and re-run."
+    )
+
+
+def _existing_objects(con: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = con.sql(
+        "SELECT table_name FROM duckdb_tables() "
+        "WHERE database_name = current_database() AND schema_name = 'main' "
+        "UNION ALL SELECT view_name FROM duckdb_views() "
+        "WHERE database_name = current_database() AND schema_name = 'main' AND NOT internal"
+    ).fetchall()
+    return {name for (name,) in rows}
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Create every table and view where missing and record :data:`SCHEMA_VERSION`.
+
+    Idempotent and cheap on a database that is already current (a version read and a catalog
+    lookup). Runs in one transaction, so a crash never leaves half a schema.
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+        A writable connection with no transaction open.
+
+    Raises
+    ------
+    SchemaVersionError
+        If the file was written by another schema version.
+    """
+    found = check_schema_version(con)
+    if found == SCHEMA_VERSION and set(TABLES + VIEWS) <= _existing_objects(con):
+        return
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for statement in _DDL:
+            con.execute(statement)
+        con.execute(
+            "INSERT OR REPLACE INTO schema_meta (key, value) VALUES (?, ?)",
+            ["schema_version", str(SCHEMA_VERSION)],
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise

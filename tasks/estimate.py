@@ -1,0 +1,268 @@
+"""The estimate stage: fit every estimator on a run's validation logits, score every target split.
+
+Reads from DuckDB in short connections (the validation split once, then one target split at a
+time), computes without holding the database, and writes every row in one short writer
+connection at the end, so the file's lock is held briefly and another process can use it between.
+
+Estimators see target **logits only**: target splits are read with
+:func:`storage.logits.read_target_logits`, which returns no labels. The absolute error is
+computed against ``splits.true_accuracy``, which the extract stage stored with the logits.
+
+>>> from tasks.estimate import estimate_run
+>>> ref = estimate_run("fmnist.lenet.s0", methods=["atc-mc", "alsa-g"])   # doctest: +SKIP
+>>> ref.digest                                                            # doctest: +SKIP
+'4be1…'
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from estimators import available_estimators, get_estimator
+from estimators.base import Estimator
+from storage.anchors import write_anchors
+from storage.db import connect
+from storage.errors import NotFoundError
+from storage.estimates import EstimateRow, estimates_digest, write_estimates
+from storage.logits import list_splits, read_target_logits, read_val
+from storage.paths import db_path
+from storage.runs import get_run
+from tasks.refs import EstimatesRef
+
+logger = logging.getLogger("tasks.estimate")
+
+#: Fitted attributes an estimator exposes when it has anchors worth storing (ALSA).
+ANCHOR_ATTRIBUTES: tuple[str, str, str] = ("positions_", "peaks_", "variances_")
+
+
+def _resolve_methods(
+    methods: Sequence[str] | None, method_params: Mapping[str, Mapping[str, Any]] | None
+) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """Check the method list and per-method parameters; default to every registered method."""
+    if isinstance(methods, str):
+        raise ValueError(
+            f"methods must be a sequence of registry keys, not a single string; got {methods!r} "
+            f"(did you mean [{methods!r}]?)."
+        )
+    names = list(available_estimators()) if methods is None else list(methods)
+    if not names:
+        raise ValueError(
+            f"methods must name at least one estimator; got an empty list. "
+            f"Available: {', '.join(available_estimators())}."
+        )
+    unknown = [m for m in names if m not in available_estimators()]
+    if unknown:
+        raise ValueError(
+            f"Unknown estimator(s) {unknown} in methods; available: "
+            f"{', '.join(available_estimators())}."
+        )
+    repeated = sorted({m for m in names if names.count(m) > 1})
+    if repeated:
+        raise ValueError(f"methods must not repeat a method; got {repeated} more than once.")
+    params: dict[str, dict[str, Any]] = {}
+    for method, values in (method_params or {}).items():
+        if method not in names:
+            raise ValueError(
+                f"method_params has parameters for {method!r}, which is not among the methods "
+                f"to run {names}."
+            )
+        if not isinstance(values, Mapping):
+            raise ValueError(
+                f"method_params[{method!r}] must be a mapping of parameter names to values; "
+                f"got {type(values).__name__}."
+            )
+        params[method] = dict(values)
+    return names, params
+
+
+def build_estimator(method: str, params: Mapping[str, Any], run_seed: int) -> Estimator:
+    """Instantiate ``method`` with ``params``, seeding it with the run's seed unless given.
+
+    Every estimator that has a ``seed`` hyper-parameter (the ALSA estimators) gets ``run_seed``
+    when ``params`` does not set ``seed`` itself, so anchors follow the classifier's seed.
+
+    Parameters
+    ----------
+    method : str
+        Registry key.
+    params : Mapping[str, Any]
+        Keyword hyper-parameters.
+    run_seed : int
+        Seed of the run (``runs.seed``).
+
+    Returns
+    -------
+    Estimator
+        Unfitted.
+
+    Raises
+    ------
+    ValueError
+        If the method or a parameter is unknown.
+    """
+    estimator = get_estimator(method, **params)
+    if "seed" in estimator.get_params() and "seed" not in params:
+        estimator.set_params(seed=int(run_seed))
+    return estimator
+
+
+def _anchors_of(
+    estimator: Estimator,
+) -> tuple[NDArray[np.floating[Any]], NDArray[np.floating[Any]], NDArray[np.floating[Any]]] | None:
+    values = [getattr(estimator, name, None) for name in ANCHOR_ATTRIBUTES]
+    if any(v is None for v in values):
+        return None
+    positions, peaks, variances = (np.asarray(v) for v in values)
+    return positions, peaks, variances
+
+
+def estimate_run(
+    run_key: str,
+    *,
+    methods: Sequence[str] | None = None,
+    method_params: Mapping[str, Mapping[str, Any]] | None = None,
+    db: str | Path | None = None,
+    code_version: str = "",
+) -> EstimatesRef:
+    """Fit each estimator on a run's validation split and estimate every target split.
+
+    For every method: fit on the validation logits and labels (timed), then estimate each target
+    split from its logits alone (timed), and compare with the split's stored true accuracy.
+    All rows are written with :func:`storage.estimates.write_estimates`, replacing earlier rows of
+    the same (split, method); ALSA's fitted anchors go to the ``anchors`` table.
+
+    Parameters
+    ----------
+    run_key : str
+        Run whose logits the extract stage stored.
+    methods : sequence of str, optional
+        Registry keys to run; default every key of :func:`estimators.available_estimators`.
+    method_params : mapping of str to mapping, optional
+        Hyper-parameters per method, e.g. ``{"alsa-g": {"n_anchors": 200}}``. Estimators with a
+        ``seed`` parameter get the run's seed unless it is given here.
+    db : str or Path, optional
+        DuckDB file; default :func:`storage.paths.db_path`.
+    code_version : str, default ""
+        Stored with every row, for provenance.
+
+    Returns
+    -------
+    EstimatesRef
+        The run key, the database path and :func:`storage.estimates.estimates_digest` of the
+        rows written (independent of timings, so identical results give identical digests).
+
+    Raises
+    ------
+    ValueError
+        If a method is unknown or repeated, or ``method_params`` names a method not run or holds
+        an unknown parameter.
+    NotFoundError
+        If the run, its validation split or any target split is not stored.
+    StorageLockedError
+        If another process holds the database through every retry.
+    """
+    if not isinstance(run_key, str) or not run_key:
+        raise ValueError(f"run_key must be a non-empty string; got {run_key!r}.")
+    names, params = _resolve_methods(methods, method_params)
+    path = Path(db) if db is not None else db_path()
+    if not path.is_file():
+        raise NotFoundError(
+            f"No benchmark database at {str(path)!r}; run the extract stage for {run_key!r} first."
+        )
+
+    with connect(path) as con:
+        run = get_run(con, run_key)
+        if run is None:
+            raise NotFoundError(
+                f"Run {run_key!r} is not stored in {str(path)!r}; run the extract stage first."
+            )
+        targets = list_splits(con, run_key, role="target")
+        val_logits, val_labels = read_val(con, run_key)
+    if not targets:
+        raise NotFoundError(
+            f"Run {run_key!r} has no target splits stored in {str(path)!r}; nothing to estimate."
+        )
+    logger.info(
+        "Run %s: %d validation samples, %d target splits, methods %s",
+        run_key,
+        len(val_labels),
+        len(targets),
+        ", ".join(names),
+    )
+
+    fitted: dict[str, Estimator] = {}
+    fit_seconds: dict[str, float] = {}
+    for method in names:
+        estimator = build_estimator(method, params.get(method, {}), run.seed)
+        start = time.perf_counter()
+        try:
+            estimator.fit(val_logits, val_labels)
+        except Exception as exc:
+            exc.add_note(f"while fitting {method!r} on the validation split of run {run_key!r}")
+            raise
+        fit_seconds[method] = time.perf_counter() - start
+        fitted[method] = estimator
+        logger.info("Run %s: fitted %s in %.2f s", run_key, method, fit_seconds[method])
+    del val_logits, val_labels
+
+    rows: list[EstimateRow] = []
+    for info in targets:
+        with connect(path) as con:
+            target_logits = read_target_logits(con, run_key, info.split)
+        for method, estimator in fitted.items():
+            start = time.perf_counter()
+            try:
+                result = estimator.estimate(target_logits)
+            except Exception as exc:
+                exc.add_note(
+                    f"while estimating split {info.split!r} of run {run_key!r} with {method!r}"
+                )
+                raise
+            seconds = time.perf_counter() - start
+            record = result.to_record()
+            rows.append(
+                EstimateRow(
+                    run_key=run_key,
+                    split=info.split,
+                    method=method,
+                    params_json=json.dumps(record["params"], sort_keys=True),
+                    estimated_accuracy=float(result.accuracy),
+                    true_accuracy=float(info.true_accuracy),
+                    abs_error=abs(float(result.accuracy) - float(info.true_accuracy)),
+                    fit_seconds=fit_seconds[method],
+                    estimate_seconds=seconds,
+                    diagnostics_json=json.dumps(record["diagnostics"], sort_keys=True),
+                    code_version=code_version,
+                )
+            )
+        logger.info(
+            "Run %s: estimated split %s (%d samples, true accuracy %.4f) with %d methods",
+            run_key,
+            info.split,
+            info.n_samples,
+            info.true_accuracy,
+            len(fitted),
+        )
+        del target_logits
+
+    anchors = {m: a for m, est in fitted.items() if (a := _anchors_of(est)) is not None}
+    with connect(path) as con:
+        write_estimates(con, run_key, rows)
+        for method, (positions, peaks, variances) in anchors.items():
+            write_anchors(con, run_key, method, positions, peaks, variances)
+    logger.info(
+        "Run %s: wrote %d estimates and anchors of %d methods to %s",
+        run_key,
+        len(rows),
+        len(anchors),
+        path,
+    )
+    return EstimatesRef(run_key=run_key, db_path=str(path), digest=estimates_digest(rows))

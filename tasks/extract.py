@@ -1,0 +1,189 @@
+"""Extract stage: logits of a trained classifier on its validation split and every target split.
+
+The checkpoint's staged dataset is found (under the root recorded at training, else
+``storage.paths.data_dir()``) and the digest of its raw files checked against the one recorded
+at training; the validation split is re-drawn with the dataset's fixed split seed (the same
+images the training run held out), and the target splits come from the shift cache
+(:mod:`tasks.shifts.cache`, generated on first use). All logits are computed first, with the
+model in eval mode and no gradients; then one short writable DuckDB connection stores the run
+row and every split, each split replaced in its own transaction.
+
+Splits written (``storage.logits.SplitInfo``):
+
+* ``val``: role ``"val"``, shift family ``"source"``, shift ``"val"``, no severity;
+* one per :func:`tasks.shifts.target_splits` entry: role ``"target"`` with the split's family,
+  shift and severity.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from storage.db import connect
+from storage.logits import SplitInfo, run_digest, write_split
+from storage.paths import data_dir, db_path
+from storage.runs import RunInfo, upsert_run
+from tasks.backbones import get_backbone
+from tasks.datasets import get_dataset_spec
+from tasks.datasets._files import file_digest, files_digest
+from tasks.refs import CheckpointRef, DatasetRef, LogitsRef
+from tasks.shifts.cache import iter_target_splits
+from tasks.train import limited_threads, load_checkpoint, predict_logits, read_sidecar, resolve_device
+
+logger = logging.getLogger(__name__)
+
+#: Shift family and shift recorded for the validation split.
+VAL_FAMILY = "source"
+VAL_SHIFT = "val"
+
+
+def _dataset_ref(checkpoint: CheckpointRef, meta: dict, sidecar: dict) -> DatasetRef:
+    """Find the checkpoint's staged dataset and check it is the data the model was trained on."""
+    spec = get_dataset_spec(checkpoint.dataset)
+    expected = str(meta.get("dataset_sha256"))
+    roots = [Path(sidecar["dataset_root"])] if sidecar.get("dataset_root") else []
+    roots.append(data_dir())
+    found: list[str] = []
+    for root in roots:
+        files = spec.raw_files(root)
+        if not all(p.is_file() for p in files):
+            found.append(f"{str(root)!r}: not staged")
+            continue
+        sha = files_digest(files)
+        if sha == expected:
+            return DatasetRef(name=spec.name, root=str(root), sha256=sha)
+        found.append(f"{str(root)!r}: digest {sha[:12]}")
+    raise ValueError(
+        f"The dataset {spec.name!r} that {checkpoint.run_key!r} was trained on (digest "
+        f"{expected[:12]}) is not staged: {'; '.join(found)}. Re-run the download and train "
+        f"stages."
+    )
+
+
+def extract_logits(
+    checkpoint: CheckpointRef,
+    *,
+    suite: str = "fmnist",
+    db: Path | None = None,
+    device: str = "auto",
+    batch_size: int = 1024,
+    code_version: str = "",
+) -> LogitsRef:
+    """Compute and store the logits of every split of one run.
+
+    Parameters
+    ----------
+    checkpoint : CheckpointRef
+        Trained classifier (from :func:`tasks.train.train_classifier`).
+    suite : str, default "fmnist"
+        Benchmark suite recorded in the ``runs`` row; must be the dataset's suite.
+    db : Path, optional
+        DuckDB file; default :func:`storage.paths.db_path`.
+    device : str, default "auto"
+        ``"auto"`` (CUDA when present), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    batch_size : int, default 1024
+        Rows per forward pass.
+    code_version : str, default ""
+        Version of the code, recorded in the ``runs`` row.
+
+    Returns
+    -------
+    LogitsRef
+        Run key, database path and :func:`storage.logits.run_digest` of the stored rows.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the checkpoint file is missing.
+    ValueError
+        If the checkpoint file changed since training, belongs to another run, the staged
+        dataset differs from the one trained on, or an argument is invalid.
+    storage.errors.StorageLockedError
+        If another process holds the database for longer than the retries.
+    """
+    if not isinstance(checkpoint, CheckpointRef):
+        raise ValueError(f"checkpoint must be a CheckpointRef; got {type(checkpoint).__name__}.")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1; got {batch_size!r}.")
+    spec = get_dataset_spec(checkpoint.dataset)
+    if suite != spec.suite:
+        raise ValueError(
+            f"suite must be the suite of dataset {spec.name!r} ({spec.suite!r}); got {suite!r}."
+        )
+    path = Path(checkpoint.path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"checkpoint file {str(path)!r} of run {checkpoint.run_key!r} does not exist; "
+            f"re-run the train stage."
+        )
+    sha = file_digest(path)
+    if sha != checkpoint.sha256:
+        raise ValueError(
+            f"checkpoint file {str(path)!r} has SHA-256 {sha[:12]}..., not the "
+            f"{checkpoint.sha256[:12]}... recorded when {checkpoint.run_key!r} was trained; "
+            f"re-run the train stage."
+        )
+    state, meta = load_checkpoint(path)
+    if meta.get("run_key") != checkpoint.run_key:
+        raise ValueError(
+            f"checkpoint file {str(path)!r} belongs to run {meta.get('run_key')!r}, not "
+            f"{checkpoint.run_key!r}."
+        )
+    sidecar = read_sidecar(path)
+    dev = resolve_device(device)
+    dataset = _dataset_ref(checkpoint, meta, sidecar)
+    database = Path(db) if db is not None else db_path()
+
+    t0 = time.perf_counter()
+    computed: list[tuple[SplitInfo, np.ndarray, np.ndarray]] = []
+    with limited_threads():
+        model = get_backbone(checkpoint.backbone, int(meta["n_classes"]), tuple(meta["input_shape"]))
+        model.load_state_dict(state, strict=True)
+        model.to(dev).eval()
+
+        source = spec.load_source(Path(dataset.root))
+        val_logits = predict_logits(model, spec.to_inputs(source.val_x), dev, batch_size)
+        computed.append(
+            (SplitInfo("val", "val", VAL_FAMILY, VAL_SHIFT, None), val_logits, source.val_y)
+        )
+        for split, images, labels in iter_target_splits(dataset):
+            logits = predict_logits(model, spec.to_inputs(images), dev, batch_size)
+            info = SplitInfo(split.name, "target", split.shift_family, split.shift, split.severity)
+            computed.append((info, logits, labels))
+    del model
+    compute_seconds = time.perf_counter() - t0
+
+    train_seconds = sidecar.get("train_seconds")
+    if not isinstance(train_seconds, (int, float)) or not math.isfinite(train_seconds):
+        train_seconds = None
+    run = RunInfo(
+        run_key=checkpoint.run_key,
+        suite=suite,
+        dataset=checkpoint.dataset,
+        backbone=checkpoint.backbone,
+        seed=checkpoint.seed,
+        n_classes=int(meta["n_classes"]),
+        checkpoint_sha256=checkpoint.sha256,
+        code_version=code_version,
+        train_seconds=None if train_seconds is None else float(train_seconds),
+    )
+    t1 = time.perf_counter()
+    with connect(database) as con:
+        upsert_run(con, run)
+        for info, logits, labels in computed:
+            write_split(con, checkpoint.run_key, info, logits, labels)
+        digest = run_digest(con, checkpoint.run_key)
+    logger.info(
+        "%s: logits of %d splits (%d rows) computed in %.1f s, written in %.1f s",
+        checkpoint.run_key,
+        len(computed),
+        sum(int(lab.shape[0]) for _, _, lab in computed),
+        compute_seconds,
+        time.perf_counter() - t1,
+    )
+    return LogitsRef(run_key=checkpoint.run_key, db_path=str(database), digest=digest)

@@ -1,0 +1,196 @@
+"""On-disk cache of generated target splits, so a second run does not regenerate them.
+
+Layout::
+
+    <data_dir()>/shifts/<dataset>/<generator version>-<data digest>/<split>.npz
+
+The *generator version* (:func:`generator_version`) is a SHA-256 over the source of
+``tasks/shifts/*.py`` and ``tasks/datasets/*.py``: editing a generator, a severity table or a
+dataset's pool definition starts a fresh folder instead of reusing stale images. The data digest
+is the first 12 hex digits of the staged dataset's ``DatasetRef.sha256``. Each ``.npz`` holds
+``images`` (raw form, ``uint8`` for Fashion-MNIST) and ``labels`` (``int64``) and is written
+atomically (temporary file + rename), so concurrent or interrupted runs never leave a partial
+file. Deleting ``<data_dir()>/shifts`` is always safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from storage.paths import data_dir
+from tasks.datasets import get_dataset_spec
+from tasks.datasets._files import atomic_target
+from tasks.datasets.base import TargetPool
+from tasks.refs import DatasetRef
+
+from . import TargetSplitSpec, generate_split, get_target_split, target_splits
+
+logger = logging.getLogger(__name__)
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_SOURCE_DIRS = (_PACKAGE_DIR, _PACKAGE_DIR.parent / "datasets")
+
+
+@lru_cache(maxsize=1)
+def generator_version() -> str:
+    """Digest of the generator source: 12 hex digits of a SHA-256 over ``*.py`` files.
+
+    Returns
+    -------
+    str
+        Changes whenever a file of ``tasks/shifts`` or ``tasks/datasets`` changes.
+    """
+    h = hashlib.sha256()
+    for folder in _SOURCE_DIRS:
+        for path in sorted(folder.glob("*.py")):
+            h.update(f"{folder.name}/{path.name}\0".encode())
+            h.update(path.read_bytes().replace(b"\r\n", b"\n"))
+    return h.hexdigest()[:12]
+
+
+def shift_cache_dir(dataset: DatasetRef, cache_root: Path | None = None) -> Path:
+    """Folder of one dataset's cached target splits for this generator version.
+
+    Parameters
+    ----------
+    dataset : DatasetRef
+        Staged dataset.
+    cache_root : Path, optional
+        Root of the shift cache; default ``data_dir() / "shifts"``.
+
+    Returns
+    -------
+    Path
+        ``<cache_root>/<dataset>/<generator version>-<sha256[:12]>`` (not created here).
+    """
+    root = Path(cache_root) if cache_root is not None else data_dir() / "shifts"
+    return root / dataset.name / f"{generator_version()}-{dataset.sha256[:12]}"
+
+
+def _read(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            images, labels = data["images"], data["labels"]
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        logger.warning("ignoring unreadable cached split %s (%s); regenerating", path, exc)
+        return None
+    if images.shape[0] != labels.shape[0]:
+        logger.warning("ignoring inconsistent cached split %s; regenerating", path)
+        return None
+    return images, labels
+
+
+def _write(path: Path, images: np.ndarray, labels: np.ndarray) -> None:
+    with atomic_target(path) as tmp, open(tmp, "wb") as handle:
+        np.savez_compressed(handle, images=images, labels=labels.astype(np.int64))
+
+
+@dataclass
+class _PoolLoader:
+    """Loads the dataset's test pool once, on first need."""
+
+    dataset: DatasetRef
+    _pool: TargetPool | None = None
+
+    def __call__(self) -> TargetPool:
+        if self._pool is None:
+            spec = get_dataset_spec(self.dataset.name)
+            self._pool = spec.load_target_pool(Path(self.dataset.root))
+        return self._pool
+
+
+def load_target_split(
+    dataset: DatasetRef,
+    split: TargetSplitSpec | str,
+    *,
+    cache_root: Path | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One target split, from the cache or generated (and cached).
+
+    Parameters
+    ----------
+    dataset : DatasetRef
+        Staged dataset.
+    split : TargetSplitSpec or str
+        The split or its name.
+    cache_root : Path, optional
+        Root of the shift cache; default ``data_dir() / "shifts"``.
+
+    Returns
+    -------
+    images, labels : numpy.ndarray
+    """
+    spec = get_target_split(dataset.name, split) if isinstance(split, str) else split
+    return _load_or_generate(dataset, spec, shift_cache_dir(dataset, cache_root), _PoolLoader(dataset))
+
+
+def _load_or_generate(
+    dataset: DatasetRef, split: TargetSplitSpec, folder: Path, pool: _PoolLoader
+) -> tuple[np.ndarray, np.ndarray]:
+    path = folder / f"{split.name}.npz"
+    if path.is_file():
+        cached = _read(path)
+        if cached is not None:
+            return cached
+    images, labels = generate_split(dataset.name, split, pool())
+    _write(path, images, labels)
+    return images, labels
+
+
+def iter_target_splits(
+    dataset: DatasetRef, *, cache_root: Path | None = None
+) -> Iterator[tuple[TargetSplitSpec, np.ndarray, np.ndarray]]:
+    """Yield every target split of a dataset with its images and labels, caching as it goes.
+
+    The test pool is loaded only if some split is not cached yet.
+
+    Parameters
+    ----------
+    dataset : DatasetRef
+        Staged dataset.
+    cache_root : Path, optional
+        Root of the shift cache; default ``data_dir() / "shifts"``.
+
+    Yields
+    ------
+    split : TargetSplitSpec
+    images, labels : numpy.ndarray
+    """
+    folder = shift_cache_dir(dataset, cache_root)
+    pool = _PoolLoader(dataset)
+    for split in target_splits(dataset.name):
+        images, labels = _load_or_generate(dataset, split, folder, pool)
+        yield split, images, labels
+
+
+def prepare_target_splits(dataset: DatasetRef, *, cache_root: Path | None = None) -> Path:
+    """Generate and cache every target split of a dataset that is not cached yet.
+
+    Parameters
+    ----------
+    dataset : DatasetRef
+        Staged dataset.
+    cache_root : Path, optional
+        Root of the shift cache; default ``data_dir() / "shifts"``.
+
+    Returns
+    -------
+    Path
+        The dataset's cache folder (:func:`shift_cache_dir`).
+    """
+    folder = shift_cache_dir(dataset, cache_root)
+    pool = _PoolLoader(dataset)
+    for split in target_splits(dataset.name):
+        path = folder / f"{split.name}.npz"
+        if not path.is_file():
+            images, labels = generate_split(dataset.name, split, pool())
+            _write(path, images, labels)
+    return folder

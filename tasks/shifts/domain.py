@@ -1,0 +1,111 @@
+"""Domain shift, MNIST-M style: grey-level images blended over patches of real photographs.
+
+MNIST-M (Ganin & Lempitsky, 2015) replaces the black background of MNIST digits with colour
+patches of photographs and inverts the patch under the stroke: ``out = |patch - digit|`` per
+colour channel. Here the photographs are the two that scikit-learn ships
+(:func:`sklearn.datasets.load_sample_images`: ``china.jpg`` and ``flower.jpg``, 427 x 640 RGB),
+so no download is needed. For every image a photograph is picked at random and a patch of the
+image's size is cut at a random position; the blend is
+
+.. math:: out_k = | \\beta \\, patch_k - x |, \\quad k \\in \\{R, G, B\\},
+
+with ``x`` the image in ``[0, 1]`` and ``beta`` the patch intensity (the severity). Because the
+classifiers take one-channel input, the RGB blend is converted back to grey level with the
+ITU-R 601-2 luma weights PIL uses for ``convert("L")``: ``0.299 R + 0.587 G + 0.114 B``.
+
+References
+----------
+.. [1] Y. Ganin and V. Lempitsky, "Unsupervised Domain Adaptation by Backpropagation", ICML 2015.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Final
+
+import numpy as np
+
+#: ITU-R 601-2 luma weights (PIL's ``convert("L")``).
+LUMA: Final[np.ndarray] = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+
+
+@lru_cache(maxsize=1)
+def sample_photos() -> np.ndarray:
+    """The photographs of :func:`sklearn.datasets.load_sample_images`, stacked.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(2, 427, 640, 3)`` ``uint8`` (china, flower), read-only.
+    """
+    from sklearn.datasets import load_sample_images
+
+    photos = np.stack([np.asarray(img, dtype=np.uint8) for img in load_sample_images().images])
+    photos.setflags(write=False)
+    return photos
+
+
+def photo_patches(n: int, height: int, width: int, rng: np.random.Generator) -> np.ndarray:
+    """Cut ``n`` random patches from the sample photographs.
+
+    Parameters
+    ----------
+    n : int
+        Number of patches.
+    height, width : int
+        Patch size in pixels (at most the photographs' size).
+    rng : numpy.random.Generator
+        Draws the photograph, then the top-left corner, of every patch.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n, height, width, 3)`` ``float32`` RGB patches in ``[0, 1]``.
+    """
+    photos = sample_photos()
+    k, ph, pw, _ = photos.shape
+    which = rng.integers(0, k, n)
+    top = rng.integers(0, ph - height + 1, n)
+    left = rng.integers(0, pw - width + 1, n)
+    rows = top[:, None] + np.arange(height)[None, :]
+    cols = left[:, None] + np.arange(width)[None, :]
+    patches = photos[which[:, None, None], rows[:, :, None], cols[:, None, :]]
+    return patches.astype(np.float32) / np.float32(255.0)
+
+
+def mnistm_blend(images: np.ndarray, intensity: float, rng: np.random.Generator) -> np.ndarray:
+    """Blend grey-level images over photograph patches, MNIST-M style, back to grey level.
+
+    Parameters
+    ----------
+    images : numpy.ndarray
+        ``(n, height, width)`` ``uint8`` images.
+    intensity : float
+        Patch intensity ``beta`` in ``(0, 1]``; 1 is the original MNIST-M blend.
+    rng : numpy.random.Generator
+        Seeded generator for :func:`photo_patches`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n, height, width)`` ``uint8`` images.
+
+    Raises
+    ------
+    ValueError
+        If the images are not ``uint8`` ``(n, h, w)`` or ``intensity`` is outside ``(0, 1]``.
+    """
+    images = np.asarray(images)
+    if images.ndim != 3 or images.dtype != np.uint8:
+        raise ValueError(
+            f"images must be a uint8 array of shape (n, height, width); got {images.dtype} "
+            f"{images.shape}."
+        )
+    if not 0.0 < intensity <= 1.0:
+        raise ValueError(f"intensity must be in (0, 1]; got {intensity!r}.")
+    n, h, w = images.shape
+    patches = photo_patches(n, h, w, rng)
+    x = images.astype(np.float32)[..., None] / np.float32(255.0)
+    rgb = np.abs(np.float32(intensity) * patches - x)
+    grey = rgb @ LUMA
+    return np.clip(np.rint(grey * 255.0), 0, 255).astype(np.uint8)

@@ -1,0 +1,509 @@
+"""Prefect task wrappers of the pipeline stages, and the helpers flows use to run them.
+
+Each task body is one call into the plain stage function (``tasks/download.py``, ``train.py``,
+``extract.py``, ``estimate.py``, ``report.py``); tests call those functions directly. What this
+module adds is orchestration policy:
+
+* **Caching across runs** with ``INPUTS + TASK_SOURCE`` (never Prefect's default policy, which
+  includes the flow-run id and so never hits across runs). Every task takes a ``code_version``
+  input (:func:`tasks.versions.stage_code_version`) because ``TASK_SOURCE`` sees only the
+  wrapper's own source, and every location (data root, checkpoint folder, database file, report
+  folder) is an input too, so a cache record never answers for another state folder.
+* **Retries on DuckDB lock errors only** (:func:`retry_on_lock`): another process writing the
+  file is worth waiting for; any other error fails fast.
+* **Refresh and self-healing** (:func:`run_stage`): ``refresh`` re-runs a stage and everything
+  downstream of it; a cached result whose output has gone (checkpoint deleted, database reset,
+  report folder removed) is recomputed instead of trusted.
+
+Stages pass the small frozen references of :mod:`tasks.refs`, never arrays.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from prefect import task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+
+from storage.db import is_lock_error
+from tasks.refs import CheckpointRef, DatasetRef, EstimatesRef, LogitsRef, ReportRef
+from tasks.versions import REFRESH_ALL, STAGES, parse_refresh
+
+__all__ = [
+    "REFRESH_ALL",
+    "STAGES",
+    "STAGE_CACHE",
+    "StageOutcome",
+    "ablation_task",
+    "download_task",
+    "estimate_task",
+    "estimate_variants",
+    "extract_task",
+    "output_exists",
+    "parse_refresh",
+    "report_task",
+    "retry_on_lock",
+    "run_stage",
+    "seeds_list",
+    "train_task",
+    "variant_label",
+]
+
+#: Cross-run, code-aware cache policy of every stage task.
+STAGE_CACHE: Final = INPUTS + TASK_SOURCE
+#: Waits between retries of a task that met a DuckDB lock (seconds).
+LOCK_RETRY_DELAYS: Final[list[float]] = [5.0, 20.0, 60.0]
+
+def retry_on_lock(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect ``retry_condition_fn``: retry only when the failure is a DuckDB lock conflict.
+
+    A plain ``def`` on purpose: Prefect checks ``inspect.isfunction`` and treats anything else
+    (a ``functools.partial``) as "never retry".
+
+    Parameters
+    ----------
+    task, task_run : object
+        The task and its run (unused).
+    state : prefect.State
+        The failed state; its ``result()`` re-raises the task's exception.
+
+    Returns
+    -------
+    bool
+        True if the exception (or its cause) is a lock error per :func:`storage.db.is_lock_error`.
+    """
+    try:
+        state.result()
+    except Exception as exc:  # the state's own exception, re-raised
+        return is_lock_error(exc)
+    return False
+
+
+# ------------------------------------------------------------------------------------ the tasks
+@task(
+    name="download",
+    cache_policy=STAGE_CACHE,
+    task_run_name="download-{name}",
+)
+def download_task(name: str, root: str, code_version: str) -> DatasetRef:
+    """Stage a dataset under ``root`` (:func:`tasks.download.stage_dataset`)."""
+    from tasks.download import stage_dataset
+
+    return stage_dataset(name, Path(root))
+
+
+@task(
+    name="train",
+    cache_policy=STAGE_CACHE,
+    task_run_name="train-{dataset.name}-{backbone}-s{seed}",
+)
+def train_task(
+    dataset: DatasetRef,
+    backbone: str,
+    seed: int,
+    epochs: int | None,
+    max_train_samples: int | None,
+    device: str,
+    checkpoint_dir: str,
+    code_version: str,
+) -> CheckpointRef:
+    """Train one classifier (:func:`tasks.train.train_classifier`)."""
+    from tasks.train import train_classifier
+
+    return train_classifier(
+        dataset, backbone, seed, epochs=epochs, device=device,
+        checkpoint_dir=Path(checkpoint_dir), max_train_samples=max_train_samples, progress=False,
+    )
+
+
+@task(
+    name="extract",
+    cache_policy=STAGE_CACHE,
+    retries=len(LOCK_RETRY_DELAYS),
+    retry_delay_seconds=LOCK_RETRY_DELAYS,
+    retry_condition_fn=retry_on_lock,
+    task_run_name="extract-{checkpoint.run_key}",
+)
+def extract_task(
+    checkpoint: CheckpointRef,
+    suite: str,
+    db: str,
+    device: str,
+    batch_size: int,
+    code_version: str,
+) -> LogitsRef:
+    """Store the logits of every split of one run (:func:`tasks.extract.extract_logits`)."""
+    from tasks.extract import extract_logits
+
+    return extract_logits(
+        checkpoint, suite=suite, db=db, device=device, batch_size=batch_size,
+        code_version=code_version,
+    )
+
+
+@task(
+    name="estimate",
+    cache_policy=STAGE_CACHE,
+    retries=len(LOCK_RETRY_DELAYS),
+    retry_delay_seconds=LOCK_RETRY_DELAYS,
+    retry_condition_fn=retry_on_lock,
+    task_run_name="estimate-{logits.run_key}",
+)
+def estimate_task(
+    logits: LogitsRef,
+    methods: list[str] | None,
+    method_params: dict[str, dict[str, Any]] | None,
+    code_version: str,
+) -> EstimatesRef:
+    """Fit and score every method on one run (:func:`tasks.estimate.estimate_run`).
+
+    Takes the :class:`~tasks.refs.LogitsRef` (not only the run key) so that new logits, with a
+    new digest, invalidate the cached estimates.
+    """
+    from tasks.estimate import estimate_run
+
+    return estimate_run(
+        logits.run_key, methods=methods, method_params=method_params, db=logits.db_path,
+        code_version=code_version,
+    )
+
+
+@task(
+    name="report",
+    cache_policy=STAGE_CACHE,
+    retries=len(LOCK_RETRY_DELAYS),
+    retry_delay_seconds=LOCK_RETRY_DELAYS,
+    retry_condition_fn=retry_on_lock,
+    task_run_name="report-{run_name}",
+)
+def report_task(
+    estimates: list[EstimatesRef],
+    run_keys: list[str] | None,
+    db: str,
+    out_dir: str,
+    run_name: str,
+    methods: list[str] | None,
+    publish_artifacts: bool,
+    code_version: str,
+) -> ReportRef:
+    """Write ``<out_dir>/<run_name>/`` and the artifacts (:func:`tasks.report.write_report`).
+
+    ``estimates`` carries the digests of what is reported, so an unchanged benchmark keeps its
+    cached report; ``run_keys`` selects the runs (None: every run in the database).
+    """
+    from tasks.report import write_report
+
+    return write_report(
+        db, out_dir, run_name, publish_artifacts, run_keys=run_keys, methods=methods
+    )
+
+
+@task(
+    name="ablate",
+    cache_policy=STAGE_CACHE,
+    retries=len(LOCK_RETRY_DELAYS),
+    retry_delay_seconds=LOCK_RETRY_DELAYS,
+    retry_condition_fn=retry_on_lock,
+    task_run_name="ablate-{logits.run_key}",
+)
+def ablation_task(
+    logits: LogitsRef,
+    variants: dict[str, tuple[str, dict[str, Any]]],
+    code_version: str,
+) -> EstimatesRef:
+    """Estimate every target split of one run with labelled estimator variants.
+
+    See :func:`estimate_variants`.
+    """
+    return estimate_variants(
+        logits.run_key, variants, db=logits.db_path, code_version=code_version
+    )
+
+
+def variant_label(method: str, **params: Any) -> str:
+    """Name under which a variant's estimates are stored: ``method[key=value,...]``.
+
+    Sequences are joined with ``+``; with no parameters the label is ``method[default]``.
+
+    Examples
+    --------
+    >>> variant_label("alsa-g", freeze=("peaks", "variances"))
+    'alsa-g[freeze=peaks+variances]'
+    >>> variant_label("alsa-g", alpha=0.5)
+    'alsa-g[alpha=0.5]'
+    """
+    if not params:
+        return f"{method}[default]"
+
+    def text(value: Any) -> str:
+        if isinstance(value, (list, tuple)):
+            return "+".join(map(str, value))
+        return str(value)
+
+    return f"{method}[{','.join(f'{k}={text(v)}' for k, v in sorted(params.items()))}]"
+
+
+def estimate_variants(
+    run_key: str,
+    variants: dict[str, tuple[str, dict[str, Any]]],
+    *,
+    db: str | Path | None = None,
+    code_version: str = "",
+) -> EstimatesRef:
+    """Fit labelled estimator variants on a run's validation split and estimate its targets.
+
+    Like :func:`tasks.estimate.estimate_run`, but each result is stored under its label (e.g.
+    ``alsa-g[freeze=positions]``) rather than the registry key, so ablations sit beside the
+    main estimates without replacing them. Anchors of variants are not stored.
+
+    Parameters
+    ----------
+    run_key : str
+        Run whose logits the extract stage stored.
+    variants : dict of str to (str, dict)
+        ``label -> (registry key, hyper-parameters)``; labels should contain ``[`` so reports
+        tell them from registry keys (:func:`variant_label`).
+    db : str or Path, optional
+        DuckDB file; default :func:`storage.paths.db_path`.
+    code_version : str, default ""
+        Stored with every row.
+
+    Returns
+    -------
+    EstimatesRef
+        Digest over the rows written.
+
+    Raises
+    ------
+    ValueError
+        If ``variants`` is empty, a label is a registry key, or a method or parameter is
+        unknown.
+    storage.errors.NotFoundError
+        If the run or its splits are not stored.
+    """
+    import json
+
+    from estimators import available_estimators
+    from storage.db import connect
+    from storage.errors import NotFoundError
+    from storage.estimates import EstimateRow, estimates_digest, write_estimates
+    from storage.logits import list_splits, read_target_logits, read_val
+    from storage.paths import db_path
+    from storage.runs import get_run
+    from tasks.estimate import build_estimator
+
+    if not variants:
+        raise ValueError("variants must name at least one (label -> (method, params)); got none.")
+    clashes = [label for label in variants if label in available_estimators()]
+    if clashes:
+        raise ValueError(
+            f"variant labels must differ from registry keys (they would replace the main "
+            f"estimates); got {clashes}."
+        )
+    path = Path(db) if db is not None else db_path()
+    with connect(path) as con:
+        run = get_run(con, run_key)
+        if run is None:
+            raise NotFoundError(f"Run {run_key!r} is not stored in {str(path)!r}.")
+        targets = list_splits(con, run_key, role="target")
+        val_logits, val_labels = read_val(con, run_key)
+        target_logits = {t.split: read_target_logits(con, run_key, t.split) for t in targets}
+
+    rows: list[EstimateRow] = []
+    for label, (method, params) in variants.items():
+        estimator = build_estimator(method, params, run.seed)
+        start = time.perf_counter()
+        estimator.fit(val_logits, val_labels)
+        fit_seconds = time.perf_counter() - start
+        for info in targets:
+            start = time.perf_counter()
+            result = estimator.estimate(target_logits[info.split])
+            record = result.to_record()
+            rows.append(EstimateRow(
+                run_key=run_key, split=info.split, method=label,
+                params_json=json.dumps(record["params"], sort_keys=True),
+                estimated_accuracy=float(result.accuracy),
+                true_accuracy=float(info.true_accuracy),
+                abs_error=abs(float(result.accuracy) - float(info.true_accuracy)),
+                fit_seconds=fit_seconds, estimate_seconds=time.perf_counter() - start,
+                diagnostics_json=json.dumps(record["diagnostics"], sort_keys=True),
+                code_version=code_version,
+            ))
+    with connect(path) as con:
+        write_estimates(con, run_key, rows)
+    return EstimatesRef(run_key=run_key, db_path=str(path), digest=estimates_digest(rows))
+
+
+# ------------------------------------------------------------------------------------ running
+@dataclass(frozen=True)
+class StageOutcome:
+    """How one stage task of a flow run ended.
+
+    Attributes
+    ----------
+    stage : str
+        Stage name (:data:`STAGES`).
+    key : str
+        What it worked on: dataset name, run key or report name.
+    state : str
+        Prefect state name: ``"Completed"`` (ran) or ``"Cached"``.
+    seconds : float
+        Wall-clock time in the flow, cache look-up included.
+    healed : bool
+        True if a cached result pointed at missing output and the stage was re-run.
+    """
+
+    stage: str
+    key: str
+    state: str
+    seconds: float
+    healed: bool = False
+
+    @property
+    def cached(self) -> bool:
+        """Whether the result came from Prefect's cache."""
+        return self.state == "Cached"
+
+
+def run_stage(
+    stage_task: Any,
+    stage: str,
+    refresh: frozenset[str],
+    *args: Any,
+    key: str,
+    check: Callable[[Any], bool] | None = None,
+    **kwargs: Any,
+) -> tuple[Any, StageOutcome]:
+    """Run a stage task, honouring ``refresh`` and re-running it if its cached output is gone.
+
+    Parameters
+    ----------
+    stage_task : prefect.Task
+        One of the tasks of this module.
+    stage : str
+        Its stage name (decides whether ``refresh`` applies).
+    refresh : frozenset of str
+        The output of :func:`parse_refresh`.
+    *args, **kwargs
+        The task's arguments.
+    key : str
+        Label of this call in the returned outcome.
+    check : callable, optional
+        ``check(result) -> bool``: whether the result's output still exists (e.g.
+        :func:`output_exists`). When it says no, the task is run again with its cache refreshed.
+
+    Returns
+    -------
+    result : object
+        The task's return value.
+    outcome : StageOutcome
+
+    Raises
+    ------
+    Exception
+        Whatever the task raised (after its retries).
+    RuntimeError
+        If the output is still missing right after a fresh run.
+    """
+    start = time.perf_counter()
+    runner = stage_task.with_options(refresh_cache=True) if stage in refresh else stage_task
+    state = runner(*args, return_state=True, **kwargs)
+    result = state.result()
+    healed = False
+    if check is not None and not check(result):
+        healed = True
+        state = stage_task.with_options(refresh_cache=True)(*args, return_state=True, **kwargs)
+        result = state.result()
+        if not check(result):
+            raise RuntimeError(
+                f"Stage {stage!r} ({key}) finished but its output is missing: {result!r}."
+            )
+    outcome = StageOutcome(
+        stage=stage, key=key, state=str(state.name), seconds=time.perf_counter() - start,
+        healed=healed,
+    )
+    return result, outcome
+
+
+# ------------------------------------------------------------------------------------ outputs
+def output_exists(ref: Any) -> bool:
+    """Whether the output a stage reference points at is still there.
+
+    ``DatasetRef``: its folder exists. ``CheckpointRef``: its file exists. ``LogitsRef``: the
+    database holds the run's splits with the same digest. ``EstimatesRef``: the database holds
+    estimates of the run. ``ReportRef``: its ``report.md`` exists.
+
+    Parameters
+    ----------
+    ref : DatasetRef, CheckpointRef, LogitsRef, EstimatesRef or ReportRef
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    TypeError
+        If ``ref`` is none of these.
+    """
+    if isinstance(ref, DatasetRef):
+        return Path(ref.root).exists()
+    if isinstance(ref, CheckpointRef):
+        return Path(ref.path).is_file()
+    if isinstance(ref, ReportRef):
+        return (Path(ref.folder) / "report.md").is_file()
+    if isinstance(ref, LogitsRef):
+        return _db_check(ref.db_path, lambda con: _logits_match(con, ref))
+    if isinstance(ref, EstimatesRef):
+        return _db_check(ref.db_path, lambda con: _has_estimates(con, ref.run_key))
+    raise TypeError(
+        f"ref must be a DatasetRef, CheckpointRef, LogitsRef, EstimatesRef or ReportRef; "
+        f"got {type(ref).__name__}."
+    )
+
+
+def _db_check(db: str, probe: Callable[[Any], bool]) -> bool:
+    from storage.db import connect
+
+    if not Path(db).is_file():
+        return False
+    with connect(db) as con:
+        return bool(probe(con))
+
+
+def _logits_match(con: Any, ref: LogitsRef) -> bool:
+    from storage.logits import list_splits, run_digest
+
+    return bool(list_splits(con, ref.run_key)) and run_digest(con, ref.run_key) == ref.digest
+
+
+def _has_estimates(con: Any, run_key: str) -> bool:
+    from storage.estimates import has_estimates
+
+    return has_estimates(con, run_key)
+
+
+def seeds_list(seeds: int | Sequence[int]) -> list[int]:
+    """Seeds from a count (``3`` → ``[0, 1, 2]``) or an explicit list.
+
+    Raises
+    ------
+    ValueError
+        If the count is below 1, the list is empty, or a seed is negative or repeated.
+    """
+    if isinstance(seeds, bool):
+        raise ValueError(f"seeds must be a count >= 1 or a list of seeds; got {seeds!r}.")
+    if isinstance(seeds, int):
+        if seeds < 1:
+            raise ValueError(f"seeds must be a count >= 1 or a list of seeds; got {seeds}.")
+        return list(range(seeds))
+    out = [int(s) for s in seeds]
+    if not out or any(s < 0 for s in out) or len(set(out)) != len(out):
+        raise ValueError(
+            f"seeds must be a non-empty list of distinct seeds >= 0; got {list(seeds)!r}."
+        )
+    return out

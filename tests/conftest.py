@@ -1,0 +1,38 @@
+"""Test-wide isolation: every test process gets its own state and Prefect folders.
+
+The environment is set before anything imports Prefect (settings are read at import time), so no
+test reads or writes the developer's ``.alsa-bench/`` or ``~/.prefect``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+_root = tempfile.mkdtemp(prefix="alsa-bench-tests-")
+os.environ["ALSA_BENCH_HOME"] = os.path.join(_root, "state")
+os.environ["ALSA_BENCH_REPORTS"] = os.path.join(_root, "reports")
+os.environ["PREFECT_HOME"] = os.path.join(_root, "prefect-home")
+os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = os.path.join(_root, "state", "prefect-results")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.pop("PREFECT_API_URL", None)
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A seeded generator; tests that need other seeds make their own."""
+    return np.random.default_rng(0)
+
+
+@pytest.fixture
+def state_home(tmp_path, monkeypatch):
+    """A fresh, empty ``ALSA_BENCH_HOME`` for one test."""
+    home = tmp_path / "state"
+    monkeypatch.setenv("ALSA_BENCH_HOME", str(home))
+    monkeypatch.setenv("ALSA_BENCH_REPORTS", str(tmp_path / "reports"))
+    return home

@@ -1,0 +1,241 @@
+"""One check suite run on every registered estimator (scikit-learn's ``check_estimator`` idea).
+
+A new method gets all of this by registering. ``FAST_PARAMS`` keeps iterative methods quick.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from estimators import (
+    ESTIMATORS,
+    AccuracyEstimate,
+    ConvergenceWarning,
+    DegenerateValidationWarning,
+    NotFittedError,
+    available_estimators,
+    get_estimator,
+)
+
+FAST_PARAMS: dict[str, dict[str, Any]] = {
+    "alsa-g": {"n_anchors": 20, "max_epochs": 200, "seed": 0},
+    "alsa-e": {"n_anchors": 20, "max_epochs": 200, "seed": 0},
+}
+KEYS = available_estimators()
+N_CLASSES = 4
+
+pytestmark = pytest.mark.filterwarnings(
+    # Short ALSA runs stop at max_epochs by design here; TS may sit at a bound on tiny data.
+    "ignore::estimators.exceptions.ConvergenceWarning",
+    "ignore::estimators.temperature.TemperatureBoundWarning",
+)
+
+
+def make(key: str):
+    return get_estimator(key, **FAST_PARAMS.get(key, {}))
+
+
+def make_data(seed: int = 0, n_val: int = 200, n_target: int = 150):
+    rng = np.random.default_rng(seed)
+    val = rng.normal(size=(n_val, N_CLASSES)) * 2.0
+    labels = np.where(rng.random(n_val) < 0.7, val.argmax(axis=1),
+                      rng.integers(0, N_CLASSES, n_val))
+    target = rng.normal(size=(n_target, N_CLASSES)) * 1.5 + 0.3
+    return val, labels, target
+
+
+DATA = make_data()
+_FITTED: dict[str, Any] = {}
+
+
+def fitted(key: str):
+    """One fitted instance per key, shared by read-only checks (estimate has no side effects)."""
+    if key not in _FITTED:
+        val, labels, _ = DATA
+        _FITTED[key] = make(key).fit(val, labels)
+    return _FITTED[key]
+
+
+def same_params(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if a.keys() != b.keys():
+        return False
+    return all(np.array_equal(a[k], b[k]) if isinstance(a[k], np.ndarray) else a[k] == b[k]
+               for k in a)
+
+
+def test_registry_holds_the_contract_keys():
+    for key in ("ac", "doc", "im", "atc-mc", "atc-ne", "cot"):
+        assert key in KEYS
+    assert KEYS[:6] == ["ac", "doc", "im", "atc-mc", "atc-ne", "cot"]
+    for key, cls in ESTIMATORS.items():
+        assert cls.name == key
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_estimate_is_a_fraction_with_well_formed_result(key):
+    _, _, target = DATA
+    res = fitted(key).estimate(target)
+    assert isinstance(res, AccuracyEstimate)
+    assert isinstance(res.accuracy, float) and 0.0 <= res.accuracy <= 1.0
+    assert res.method == key and res.n_target == target.shape[0]
+    if res.per_sample is not None:
+        assert res.per_sample.shape == (target.shape[0],)
+        assert np.all((res.per_sample >= 0) & (res.per_sample <= 1))
+    record = res.to_record()
+    assert record["method"] == key and record["accuracy"] == res.accuracy
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_fit_returns_self(key):
+    val, labels, _ = DATA
+    est = make(key)
+    assert est.fit(val, labels) is est
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_estimate_before_fit_raises_not_fitted(key):
+    with pytest.raises(NotFittedError, match="not fitted yet"):
+        make(key).estimate(DATA[2])
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_refit_equals_single_fit_and_same_seed_same_result(key):
+    val, labels, target = DATA
+    once = fitted(key).estimate(target)
+    twice_est = make(key)
+    twice_est.fit(val[:100] * 2.0, labels[:100])  # a different first fit leaves no trace
+    twice_est.fit(val, labels)
+    twice = twice_est.estimate(target)
+    fresh = make(key).fit(val, labels).estimate(target)
+    assert twice.accuracy == once.accuracy == fresh.accuracy
+    if once.per_sample is not None:
+        np.testing.assert_array_equal(once.per_sample, fresh.per_sample)
+        np.testing.assert_array_equal(once.per_sample, twice.per_sample)
+    # Estimating twice gives the same answer (no hidden state across calls).
+    assert fitted(key).estimate(target).accuracy == once.accuracy
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_inputs_are_not_mutated(key):
+    val, labels, target = make_data(seed=1)
+    copies = (val.copy(), labels.copy(), target.copy())
+    est = make(key).fit(val, labels)
+    est.estimate(target)
+    for before, after in zip(copies, (val, labels, target)):
+        np.testing.assert_array_equal(before, after)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_get_params_round_trips_through_the_constructor(key):
+    est = make(key)
+    params = est.get_params()
+    clone = type(est)(**params)
+    assert same_params(clone.get_params(), params)
+    assert same_params(get_estimator(key, **params).get_params(), params)
+    _, _, target = DATA
+    res = fitted(key).estimate(target)
+    for name, value in params.items():
+        recorded = res.params[name]
+        assert np.array_equal(recorded, value) if isinstance(value, np.ndarray) else (
+            recorded == value)
+
+
+def _bad_fit_cases():
+    val, labels, _ = DATA
+    nan_val = val.copy()
+    nan_val[3, 1] = np.nan
+    inf_val = val.copy()
+    inf_val[0, 0] = np.inf
+    bad_range = labels.copy()
+    bad_range[:2] = N_CLASSES
+    neg = labels.copy()
+    neg[0] = -1
+    return {
+        "1-D logits": (val[:, 0], labels, "val_logits must be a 2-D array"),
+        "3-D logits": (val[None], labels, "val_logits must be a 2-D array"),
+        "one class": (val[:, :1], labels * 0, "val_logits must have at least 2 classes"),
+        "NaN logits": (nan_val, labels, "val_logits must be finite"),
+        "inf logits": (inf_val, labels, "val_logits must be finite"),
+        "label too large": (val, bad_range, r"val_labels contains 2 values outside \[0, 4\)"),
+        "negative label": (val, neg, r"val_labels contains 1 values outside \[0, 4\)"),
+        "non-integer label": (val, labels + 0.5, "val_labels must hold integer class indices"),
+        "string labels": (val, labels.astype(str), "val_labels must hold integer"),
+        "2-D labels": (val, labels[:, None], "val_labels must be a 1-D array"),
+        "length mismatch": (val, labels[:-1], "val_labels must have one label per logit row"),
+        "empty": (val[:0], labels[:0], "val_logits must have at least one row"),
+        "text logits": (np.full((3, 2), "a"), [0, 1, 0], "val_logits must be a numeric array"),
+    }
+
+
+@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("case", list(_bad_fit_cases()))
+def test_bad_fit_inputs_raise_value_error_naming_the_argument(key, case):
+    logits, labels, message = _bad_fit_cases()[case]
+    with pytest.raises(ValueError, match=message):
+        make(key).fit(logits, labels)
+
+
+def _bad_target_cases():
+    _, _, target = DATA
+    nan_t = target.copy()
+    nan_t[5, 2] = np.nan
+    return {
+        "class-count mismatch": (target[:, :3], "target_logits has 3 classes but the estimator "
+                                                "was fitted on 4"),
+        "1-D target": (target[:, 0], "target_logits must be a 2-D array"),
+        "NaN target": (nan_t, "target_logits must be finite"),
+        "inf target": (np.where(target > 2, -np.inf, target), "target_logits must be finite"),
+        "empty target": (target[:0], "target_logits must have at least one row"),
+    }
+
+
+@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("case", list(_bad_target_cases()))
+def test_bad_target_inputs_raise_value_error_naming_the_argument(key, case):
+    logits, message = _bad_target_cases()[case]
+    with pytest.raises(ValueError, match=message):
+        fitted(key).estimate(logits)
+
+
+@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("which", ["all correct", "all wrong"])
+def test_degenerate_validation_warns_and_stays_finite(key, which):
+    val, labels, target = DATA
+    pred = val.argmax(axis=1)
+    labels = pred if which == "all correct" else (pred + 1) % N_CLASSES
+    est = make(key)
+    with pytest.warns(DegenerateValidationWarning, match="degenerate"):
+        est.fit(val, labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res = est.estimate(target)
+    assert np.isfinite(res.accuracy) and 0.0 <= res.accuracy <= 1.0
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_unknown_parameter_is_rejected(key):
+    with pytest.raises(ValueError, match="Invalid parameters for estimator"):
+        get_estimator(key, not_a_parameter=1)
+    with pytest.raises(ValueError, match="Unknown parameter 'not_a_parameter'"):
+        make(key).set_params(not_a_parameter=1)
+
+
+@pytest.mark.parametrize("key", KEYS)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_target_row_order_does_not_matter(key, seed):
+    _, _, target = DATA
+    perm = np.random.default_rng(seed).permutation(target.shape[0])
+    est = fitted(key)
+    base = est.estimate(target)
+    permuted = est.estimate(target[perm])
+    # 1e-6: a method may score in float32 (ALSA does), where blocked sums depend on row order.
+    assert permuted.accuracy == pytest.approx(base.accuracy, abs=1e-6)
+    if base.per_sample is not None:
+        np.testing.assert_allclose(permuted.per_sample, base.per_sample[perm], atol=1e-6)

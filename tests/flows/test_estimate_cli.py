@@ -1,0 +1,157 @@
+"""``estimate`` command on a tiny Typer app built here (no Prefect involved)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from estimators import available_estimators
+from flows.estimate_cli import estimate_command
+
+app = typer.Typer()
+
+
+@app.callback()
+def _root() -> None:
+    """Test app: makes ``estimate`` a sub-command, as in the real CLI."""
+
+
+app.command("estimate")(estimate_command)
+runner = CliRunner()
+
+
+@pytest.fixture
+def files(tmp_path):
+    rng = np.random.default_rng(0)
+    val = rng.normal(size=(120, 3)) * 2
+    val_y = np.where(rng.random(120) < 0.7, val.argmax(axis=1), rng.integers(0, 3, 120))
+    target = rng.normal(size=(80, 3)) * 1.5
+    target_y = np.where(rng.random(80) < 0.6, target.argmax(axis=1), rng.integers(0, 3, 80))
+    paths = {
+        "val": tmp_path / "val.npz",
+        "target": tmp_path / "target.npz",
+        "target_labelled": tmp_path / "target_labelled.parquet",
+    }
+    np.savez(paths["val"], logits=val, labels=val_y)
+    np.savez(paths["target"], logits=target)
+    pq.write_table(pa.table({"logits": target.tolist(), "label": target_y}),
+                   paths["target_labelled"])
+    paths["true_accuracy"] = float(np.mean(target.argmax(axis=1) == target_y))
+    return paths
+
+
+def invoke(*args: str):
+    return runner.invoke(app, ["estimate", *map(str, args)])
+
+
+def test_table_for_people_runs_every_method_by_default(files):
+    result = invoke("--val", files["val"], "--target", files["target"])
+    assert result.exit_code == 0, result.output
+    for key in available_estimators():
+        assert key in result.stdout
+    assert "estimated accuracy" in result.stdout
+    assert "true accuracy" not in result.stdout
+
+
+def test_table_with_target_labels_shows_truth_and_error(files):
+    result = invoke("--val", files["val"], "--target", files["target_labelled"],
+                    "--method", "ac", "--method", "atc-ne")
+    assert result.exit_code == 0, result.output
+    assert "true accuracy" in result.stdout and "abs error" in result.stdout
+    assert "atc-ne" in result.stdout and "cot" not in result.stdout
+
+
+def test_json_without_target_labels(files):
+    result = invoke("--val", files["val"], "--target", files["target"],
+                    "--method", "doc", "--method", "cot", "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["method"] for r in rows] == ["doc", "cot"]
+    for row in rows:
+        assert 0.0 <= row["accuracy"] <= 1.0 and row["n_target"] == 80
+        assert "true_accuracy" not in row and "abs_error" not in row
+
+
+def test_json_with_target_labels(files):
+    result = invoke("--val", files["val"], "--target", files["target_labelled"],
+                    "--method", "atc-mc", "--json")
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)
+    assert row["method"] == "atc-mc"
+    assert row["true_accuracy"] == pytest.approx(files["true_accuracy"])
+    assert row["abs_error"] == pytest.approx(abs(row["accuracy"] - files["true_accuracy"]))
+    assert "threshold" in row["diagnostics"] and "temperature" in row["params"]
+
+
+def _write_bad(tmp_path, files, kind):
+    """Return CLI arguments for one user mistake."""
+    rng = np.random.default_rng(1)
+    val, target = files["val"], files["target"]
+    if kind == "missing file":
+        return ["--val", tmp_path / "absent.npz", "--target", target], "file not found"
+    if kind == "wrong extension":
+        bad = tmp_path / "val.txt"
+        bad.write_text("1 2 3")
+        return ["--val", bad, "--target", target], "unsupported file type '.txt'"
+    if kind == "bad array":
+        bad = tmp_path / "bad.npz"
+        np.savez(bad, logits=rng.normal(size=10))
+        return ["--val", val, "--target", bad], "logits must be a 2-D array"
+    if kind == "NaN logits":
+        bad = tmp_path / "nan.npz"
+        logits = rng.normal(size=(5, 3))
+        logits[2, 1] = np.nan
+        np.savez(bad, logits=logits)
+        return ["--val", val, "--target", bad], "logits must be finite"
+    if kind == "labels out of range":
+        bad = tmp_path / "val_bad.npz"
+        np.savez(bad, logits=rng.normal(size=(5, 3)), labels=np.array([0, 1, 2, 3, 0]))
+        return ["--val", bad, "--target", target], r"labels contains 1 values outside \[0, 3\)"
+    if kind == "val without labels":
+        return ["--val", target, "--target", target], "no labels found"
+    if kind == "unknown method":
+        return (["--val", val, "--target", target, "--method", "atc", "--method", "ac"],
+                "unknown method 'atc'; available: ac, doc")
+    if kind == "class mismatch":
+        bad = tmp_path / "four.npz"
+        np.savez(bad, logits=rng.normal(size=(6, 4)))
+        return ["--val", val, "--target", bad], "class-count mismatch: .* has 3 classes but"
+    if kind == "missing --val":
+        return ["--target", target], "missing option --val"
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", [
+    "missing file", "wrong extension", "bad array", "NaN logits", "labels out of range",
+    "val without labels", "unknown method", "class mismatch", "missing --val",
+])
+def test_user_mistakes_give_one_error_line_and_exit_2(tmp_path, files, kind):
+    args, pattern = _write_bad(tmp_path, files, kind)
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert re.search(pattern, lines[0]), lines[0]
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_warnings_go_to_stderr_prefixed(tmp_path, files):
+    rng = np.random.default_rng(2)
+    logits = rng.normal(size=(30, 3))
+    degenerate = tmp_path / "perfect.npz"
+    np.savez(degenerate, logits=logits, labels=logits.argmax(axis=1))
+    result = invoke("--val", degenerate, "--target", files["target"], "--method", "ac", "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)[0]["method"] == "ac"
+    assert any(line.startswith("warning: ac: The validation set is degenerate")
+               for line in result.stderr.splitlines())

@@ -1,0 +1,242 @@
+"""The estimate stage's plain function, on a synthetic run in a temporary DuckDB file."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+import storage
+import storage.logits
+from estimators import available_estimators
+from estimators.base import Estimator
+from estimators.registry import ESTIMATORS
+from storage import (
+    NotFoundError,
+    RunInfo,
+    connect,
+    estimates_digest,
+    list_splits,
+    read_anchors,
+    read_estimates,
+    upsert_run,
+)
+from tasks.estimate import estimate_run
+from tasks.refs import EstimatesRef
+from tests.storage._helpers import add_run, make_split
+
+RUN = "toy.mlp.s7"
+TARGETS = (("clean", 120, 0.8), ("noise-3", 90, 0.5), ("shift-1", 80, 0.6))
+
+
+class Spy(Estimator):
+    """Records what it is given; estimates the mean max-softmax (a deterministic number)."""
+
+    name: ClassVar[str] = "spy"
+    seen_fit: ClassVar[list[tuple[np.ndarray, np.ndarray]]] = []
+    seen_estimate: ClassVar[list[tuple[Any, ...]]] = []
+
+    def __init__(self, *, seed: int = 0, shrink: float = 1.0) -> None:
+        self.seed = seed
+        self.shrink = shrink
+
+    def _fit(self, val_logits, val_labels):
+        type(self).seen_fit.append((val_logits.copy(), val_labels.copy()))
+
+    def _estimate(self, target_logits):
+        type(self).seen_estimate.append((target_logits.copy(),))
+        z = target_logits - target_logits.max(axis=1, keepdims=True)
+        p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+        return float(p.max(axis=1).mean() * self.shrink), None, {"n": len(target_logits)}
+
+
+class AnchorSpy(Spy):
+    """A Spy with ALSA-like fitted anchors."""
+
+    name: ClassVar[str] = "anchor-spy"
+
+    def _fit(self, val_logits, val_labels):
+        self.positions_ = val_logits[:5].astype(np.float32)
+        self.peaks_ = np.linspace(-6, 6, 5).astype(np.float32)
+        self.variances_ = np.full(5, 5.0, dtype=np.float32)
+
+
+class Broken(Spy):
+    name: ClassVar[str] = "broken"
+
+    def _fit(self, val_logits, val_labels):
+        raise FloatingPointError("diverged")
+
+
+@pytest.fixture
+def spies(monkeypatch):
+    for cls in (Spy, AnchorSpy, Broken):
+        monkeypatch.setitem(ESTIMATORS, cls.name, cls)
+    monkeypatch.setattr(Spy, "seen_fit", [])
+    monkeypatch.setattr(Spy, "seen_estimate", [])
+    return Spy
+
+
+@pytest.fixture
+def run_db(tmp_path):
+    db = tmp_path / "bench.duckdb"
+    with connect(db) as con:
+        arrays = add_run(con, np.random.default_rng(1), RUN, n_val=150, targets=TARGETS, seed=7)
+    return db, arrays
+
+
+def _true_accuracy(arrays, split):
+    logits, labels = arrays[split]
+    return float(np.mean(logits.argmax(1) == labels))
+
+
+def test_rows_for_every_method_and_target_split(spies, run_db, caplog):
+    db, arrays = run_db
+    with caplog.at_level(logging.INFO, logger="tasks.estimate"):
+        ref = estimate_run(RUN, methods=["spy", "anchor-spy"], db=db, code_version="cv1")
+    assert isinstance(ref, EstimatesRef) and ref.run_key == RUN and ref.db_path == str(db)
+    with connect(db, read_only=True) as con:
+        rows = read_estimates(con, RUN)
+        positions, peaks, variances = read_anchors(con, RUN, "anchor-spy")
+        with pytest.raises(NotFoundError):
+            read_anchors(con, RUN, "spy")
+    assert sorted((r.split, r.method) for r in rows) == sorted(
+        (s, m) for s, _, _ in TARGETS for m in ("spy", "anchor-spy")
+    )
+    for row in rows:
+        assert row.true_accuracy == _true_accuracy(arrays, row.split)
+        assert row.abs_error == abs(row.estimated_accuracy - row.true_accuracy)
+        assert row.code_version == "cv1" and row.estimate_seconds >= 0
+        assert json.loads(row.params_json) == {"seed": 7, "shrink": 1.0}
+        assert json.loads(row.diagnostics_json) == {"n": arrays[row.split][0].shape[0]}
+    assert len({r.fit_seconds for r in rows if r.method == "spy"}) == 1
+    assert ref.digest == estimates_digest(rows)
+    np.testing.assert_array_equal(positions, arrays["val"][0][:5])
+    np.testing.assert_array_equal(peaks, np.linspace(-6, 6, 5).astype(np.float32))
+    assert variances.shape == (5,)
+    assert any("fitted spy" in m for m in caplog.messages)
+    assert any("wrote 6 estimates" in m for m in caplog.messages)
+
+
+def test_estimators_see_target_logits_only(spies, run_db, monkeypatch):
+    db, arrays = run_db
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the estimate stage read target labels")
+
+    monkeypatch.setattr(storage.logits, "read_target_labels", forbidden)
+    monkeypatch.setattr(storage, "read_target_labels", forbidden)
+    estimate_run(RUN, methods=["spy"], db=db)
+    (val_logits, val_labels), = spies.seen_fit
+    np.testing.assert_array_equal(val_logits, arrays["val"][0])
+    np.testing.assert_array_equal(val_labels, arrays["val"][1])
+    with connect(db, read_only=True) as con:
+        order = [s.split for s in list_splits(con, RUN, role="target")]
+    assert len(spies.seen_estimate) == len(TARGETS)
+    for split, args in zip(order, spies.seen_estimate):
+        assert len(args) == 1  # logits, and nothing else
+        np.testing.assert_array_equal(args[0], arrays[split][0].astype(np.float64))
+
+
+def test_seed_given_in_method_params_wins(spies, run_db):
+    db, _ = run_db
+    estimate_run(RUN, methods=["spy"], method_params={"spy": {"seed": 3, "shrink": 0.5}}, db=db)
+    with connect(db, read_only=True) as con:
+        params = {r.params_json for r in read_estimates(con, RUN)}
+    assert params == {json.dumps({"seed": 3, "shrink": 0.5}, sort_keys=True)}
+
+
+def test_rerun_replaces_rows_and_keeps_the_digest(spies, run_db):
+    db, _ = run_db
+    first = estimate_run(RUN, methods=["spy", "anchor-spy"], db=db)
+    second = estimate_run(RUN, methods=["spy", "anchor-spy"], db=db)
+    assert first == second
+    third = estimate_run(RUN, methods=["spy"], method_params={"spy": {"shrink": 0.5}}, db=db)
+    assert third.digest != first.digest
+    with connect(db, read_only=True) as con:
+        rows = read_estimates(con, RUN)
+        assert con.sql("SELECT count(*) FROM anchors").fetchall() == [(5,)]
+    assert len(rows) == 2 * len(TARGETS)
+    assert {json.loads(r.params_json)["shrink"] for r in rows if r.method == "spy"} == {0.5}
+    assert {json.loads(r.params_json)["shrink"] for r in rows if r.method == "anchor-spy"} == {1.0}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"methods": ["nope"]}, ValueError, r"Unknown estimator\(s\) \['nope'\]"),
+        ({"methods": "spy"}, ValueError, "not a single string"),
+        ({"methods": []}, ValueError, "at least one estimator"),
+        ({"methods": ["spy", "spy"]}, ValueError, r"\['spy'\] more than once"),
+        ({"methods": ["spy"], "method_params": {"ac": {}}}, ValueError, "'ac', which is not among"),
+        (
+            {"methods": ["spy"], "method_params": {"spy": 3}},
+            ValueError,
+            r"method_params\['spy'\] must be a mapping",
+        ),
+        (
+            {"methods": ["spy"], "method_params": {"spy": {"bogus": 1}}},
+            ValueError,
+            "Invalid parameters",
+        ),
+    ],
+)
+def test_bad_arguments_are_named(spies, run_db, kwargs, error, message):
+    db, _ = run_db
+    with pytest.raises(error, match=message):
+        estimate_run(RUN, db=db, **kwargs)
+
+
+def test_missing_data_is_named(spies, run_db, tmp_path):
+    db, _ = run_db
+    with pytest.raises(NotFoundError, match="Run 'other.x.s0' is not stored"):
+        estimate_run("other.x.s0", methods=["spy"], db=db)
+    with pytest.raises(NotFoundError, match="No benchmark database"):
+        estimate_run(RUN, methods=["spy"], db=tmp_path / "absent.duckdb")
+    assert not (tmp_path / "absent.duckdb").exists()
+    with connect(db) as con:
+        upsert_run(con, RunInfo("val.only.s0", "toy", "toy", "mlp", 0, 4))
+        storage.write_split(
+            con, "val.only.s0", storage.SplitInfo("val", "val", None, None, None),
+            *make_split(np.random.default_rng(2), 20, 4),
+        )
+    with pytest.raises(NotFoundError, match="no target splits"):
+        estimate_run("val.only.s0", methods=["spy"], db=db)
+
+
+def test_fit_failure_names_method_and_writes_nothing(spies, run_db):
+    db, _ = run_db
+    with pytest.raises(FloatingPointError, match="diverged") as info:
+        estimate_run(RUN, methods=["spy", "broken"], db=db)
+    assert any("'broken'" in note for note in info.value.__notes__)
+    with connect(db, read_only=True) as con:
+        assert read_estimates(con, RUN) == []
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_every_registered_estimator_on_the_real_registry(run_db):
+    db, arrays = run_db
+    fast_alsa = {"n_anchors": 40, "max_epochs": 60}
+    ref = estimate_run(
+        RUN, db=db, method_params={"alsa-g": fast_alsa, "alsa-e": fast_alsa}, code_version="real"
+    )
+    methods = available_estimators()
+    assert {"ac", "doc", "im", "atc-mc", "atc-ne", "cot", "alsa-g", "alsa-e"} <= set(methods)
+    with connect(db, read_only=True) as con:
+        rows = read_estimates(con, RUN)
+        anchors = {m: read_anchors(con, RUN, m) for m in ("alsa-g", "alsa-e")}
+    assert sorted((r.split, r.method) for r in rows) == sorted(
+        (s, m) for s, _, _ in TARGETS for m in methods
+    )
+    for row in rows:
+        assert np.isfinite(row.estimated_accuracy)
+        assert row.true_accuracy == _true_accuracy(arrays, row.split)
+        assert row.abs_error == abs(row.estimated_accuracy - row.true_accuracy)
+        if row.method.startswith("alsa"):
+            assert json.loads(row.params_json)["seed"] == 7
+    for positions, peaks, variances in anchors.values():
+        assert positions.shape == (40, 4) and peaks.shape == variances.shape == (40,)
+    assert ref.digest == estimates_digest(rows)
