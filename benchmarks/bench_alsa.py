@@ -30,7 +30,9 @@ from estimators.alsa import _auto_chunk, fit_alsa_anchors
 from estimators.exceptions import ConvergenceWarning
 
 
-def synthetic_logits(n: int, c: int, seed: int, margin: float = 2.2) -> tuple[np.ndarray, np.ndarray]:
+def synthetic_logits(
+    n: int, c: int, seed: int, margin: float = 2.2
+) -> tuple[np.ndarray, np.ndarray]:
     """Logits ``N(0, I) + margin * e_y`` with random classes (about 85% accurate for c = 10)."""
     rng = np.random.default_rng(seed)
     y = rng.integers(0, c, n)
@@ -51,7 +53,9 @@ def main() -> None:
     parser.add_argument("--million", action="store_true", help="also estimate on 1,000,000 rows")
     parser.add_argument("--n-val", type=int, default=10_000)
     parser.add_argument("--anchors", type=int, default=1_000)
-    parser.add_argument("--epoch-probe", type=int, default=10, help="epochs timed per gradient mode")
+    parser.add_argument(
+        "--epoch-probe", type=int, default=10, help="epochs timed per gradient mode"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     c = 10
@@ -59,7 +63,8 @@ def main() -> None:
     z_t, _ = synthetic_logits(100_000, c, seed=1, margin=1.6)
     print(
         f"# torch {torch.__version__}, threads={torch.get_num_threads()}, device={args.device}, "
-        f"n_val={args.n_val}, c={c}, k={args.anchors}, val acc={np.mean(z_val.argmax(1) == y_val):.3f}"
+        f"n_val={args.n_val}, c={c}, k={args.anchors}, "
+        f"val acc={np.mean(z_val.argmax(1) == y_val):.3f}"
     )
     rss0 = peak_rss_mib()
     for name in ("alsa-g", "alsa-e"):
@@ -116,7 +121,8 @@ def main() -> None:
     print(
         f"# row block: {chunk} rows x {args.anchors} anchors, about 3 float32 buffers = "
         f"{block_mib:.1f} MiB of working memory whatever the row count (never n x k x c); "
-        f"peak RSS of the run {peak_rss_mib():.0f} MiB (+{peak_rss_mib() - rss0:.0f} MiB after setup)"
+        f"peak RSS of the run {peak_rss_mib():.0f} MiB "
+        f"(+{peak_rss_mib() - rss0:.0f} MiB after setup)"
     )
 
 

@@ -54,7 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--home", default=None, help="state folder (default: a fresh temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary state folder")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="cap torch threads (sets OMP_NUM_THREADS)"
+    )
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
 
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="bench-data-"))
     os.environ["ALSA_BENCH_HOME"] = str(home)
@@ -66,10 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     from tasks.extract import extract_logits
     from tasks.shifts import target_splits
     from tasks.shifts.cache import iter_target_splits, prepare_target_splits
-    from tasks.train import read_sidecar, train_classifier
+    from tasks.train import default_threads, read_sidecar, train_classifier
 
     print(f"# bench_data  state={home}  torch={torch.__version__}  {_load()}")
-    print(f"# torch threads inside stages: min(2, {os.cpu_count()}); device={args.device}")
+    print(f"# torch threads inside stages: {default_threads()}; device={args.device}")
     try:
         refs = {}
         for name in args.datasets:

@@ -35,8 +35,10 @@ if TYPE_CHECKING:  # torch is imported lazily so that ``import estimators`` stay
 
 Kernel = Literal["gaussian", "exponential"]
 
-#: Lower clip of the kernel exponent ``-v^2 g(d)``; the kernel never drops below exp(-80).
+#: Lower clip of the kernel exponent ``-v^2 g(d)`` (exp(-80) = 1.8e-35 is still a normal float).
 EXP_FLOOR = -80.0
+#: Kernel values at or below this are set to exactly 0 (an influence below 6e-20 on a logit).
+KERNEL_FLOOR = 1e-20
 
 #: Norm below which a logit vector or an anchor position counts as zero (direction undefined).
 NORM_EPS = 1e-12
@@ -62,10 +64,13 @@ def kernel_block(
     D.neg_().add_(1.0).clamp_(0.0, 2.0)
     G = D * D if kernel == "gaussian" else D
     K = G * (-v2)
-    # exp of arguments below about -87 underflows to subnormals, which torch's vectorised CPU
-    # exp handles up to 10x slower; exp(-80) = 1.8e-35 is zero for every purpose here.
+    # Two guards against subnormal floats, which x86 CPUs process 10-100x slower: the exponent
+    # is clipped so exp() never underflows (torch's vectorised exp slows down there), and kernel
+    # values below KERNEL_FLOOR become exact zeros, so that their products with the tiny
+    # per-row residuals of the gradient (e_i ~ 1e-5 and smaller) are not subnormal either.
     K.clamp_(min=EXP_FLOOR)
     K.exp_()
+    torch.nn.functional.threshold_(K, KERNEL_FLOOR, 0.0)
     return D, G, K
 
 

@@ -26,6 +26,7 @@ from tasks.stages import (
     ablation_task,
     output_exists,
     parse_refresh,
+    report_fingerprint,
     report_task,
     run_stage,
     variant_label,
@@ -155,15 +156,19 @@ def ablations(
     for logits in upstream.logits:
         ref, outcome = run_stage(
             ablation_task, "estimate", fresh, logits, variants, version, key=logits.run_key,
-            check=output_exists,
+            check=lambda ref: output_exists(ref, methods=list(variants)),
         )
         logger.info("ablate   %-28s %s in %.2f s", outcome.key, outcome.state, outcome.seconds)
         estimates.append(ref)
     name = run_name or f"{plan.suite}-ablations"
+    run_keys = [e.run_key for e in estimates]
+    methods = sorted(variants)
+    fingerprint = report_fingerprint(estimates, run_keys, methods)
     report, outcome = run_stage(
-        report_task, "report", fresh, estimates, [e.run_key for e in estimates],
-        str(db_path().resolve()), str(reports_dir().resolve()), name, sorted(variants),
-        publish_artifacts, stage_code_version("report"), key=name, check=output_exists,
+        report_task, "report", fresh, fingerprint, run_keys, str(db_path().resolve()),
+        str(reports_dir().resolve()), name, methods, publish_artifacts,
+        stage_code_version("report"), key=name,
+        check=lambda ref: output_exists(ref, fingerprint=fingerprint),
     )
     logger.info("report   %-28s %s in %.2f s", outcome.key, outcome.state, outcome.seconds)
     return report

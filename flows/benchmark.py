@@ -30,6 +30,7 @@ from tasks.stages import (
     extract_task,
     output_exists,
     parse_refresh,
+    report_fingerprint,
     report_task,
     run_stage,
     seeds_list,
@@ -291,16 +292,20 @@ def run_pipeline(
                     continue
                 est = note(*run_stage(
                     estimate_task, "estimate", fresh, logits, methods_list, params,
-                    versions["estimate"], key=run_key, check=output_exists,
+                    versions["estimate"], key=run_key,
+                    check=lambda ref: output_exists(ref, methods=methods_list),
                 ))
                 result.estimates.append(est)
 
     if last == STAGES.index("report"):
         name = run_name or plan.suite
+        run_keys = [e.run_key for e in result.estimates]
+        fingerprint = report_fingerprint(result.estimates, run_keys, methods_list)
         result.report = note(*run_stage(
-            report_task, "report", fresh, result.estimates, [e.run_key for e in result.estimates],
-            db, str(reports_dir().resolve()), name, methods_list, publish_artifacts,
-            versions["report"], key=name, check=output_exists,
+            report_task, "report", fresh, fingerprint, run_keys, db,
+            str(reports_dir().resolve()), name, methods_list, publish_artifacts,
+            versions["report"], key=name,
+            check=lambda ref: output_exists(ref, fingerprint=fingerprint),
         ))
     summary = ", ".join(f"{s}: {c['ran']} ran, {c['cached']} cached"
                         for s, c in result.summary().items())

@@ -11,7 +11,7 @@ from prefect import flow
 from flows.benchmark import print_report
 from storage.paths import db_path, reports_dir
 from tasks.refs import ReportRef
-from tasks.stages import report_task
+from tasks.stages import report_fingerprint, report_task
 from tasks.versions import stage_code_version
 
 
@@ -41,8 +41,9 @@ def report(
     """
     name = run_name or _default_name(run_keys)
     return report_task.with_options(refresh_cache=True)(
-        [], run_keys, str(db_path().resolve()), str(reports_dir().resolve()), name, methods,
-        publish_artifacts, stage_code_version("report"),
+        report_fingerprint([], run_keys, methods), run_keys, str(db_path().resolve()),
+        str(reports_dir().resolve()), name, methods, publish_artifacts,
+        stage_code_version("report"),
     )
 
 

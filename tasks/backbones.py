@@ -230,20 +230,20 @@ BACKBONES: Final[dict[str, BackboneSpec]] = {
             name="mlp",
             build=lambda n_classes, shape: MLP(n_classes, shape),
             description="MLP 256-128 on flattened pixels",
-            epochs=4,
+            epochs=5,
             image_only=False,
         ),
         BackboneSpec(
             name="lenet",
             build=lambda n_classes, shape: LeNet(n_classes, shape),
             description="LeNet-5 style CNN",
-            epochs=4,
+            epochs=5,
         ),
         BackboneSpec(
             name="resnet",
             build=lambda n_classes, shape: NarrowResNet(n_classes, shape),
             description="narrow ResNet (16/32/64 channels, 3 basic blocks)",
-            epochs=2,
+            epochs=3,
         ),
     )
 }

@@ -33,7 +33,13 @@ from tasks.datasets import get_dataset_spec
 from tasks.datasets._files import file_digest, files_digest
 from tasks.refs import CheckpointRef, DatasetRef, LogitsRef
 from tasks.shifts.cache import iter_target_splits
-from tasks.train import limited_threads, load_checkpoint, predict_logits, read_sidecar, resolve_device
+from tasks.train import (
+    limited_threads,
+    load_checkpoint,
+    predict_logits,
+    read_sidecar,
+    resolve_device,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +104,8 @@ def extract_logits(
 
     Raises
     ------
+    TypeError
+        If ``checkpoint`` is not a :class:`~tasks.refs.CheckpointRef`.
     FileNotFoundError
         If the checkpoint file is missing.
     ValueError
@@ -107,7 +115,7 @@ def extract_logits(
         If another process holds the database for longer than the retries.
     """
     if not isinstance(checkpoint, CheckpointRef):
-        raise ValueError(f"checkpoint must be a CheckpointRef; got {type(checkpoint).__name__}.")
+        raise TypeError(f"checkpoint must be a CheckpointRef; got {type(checkpoint).__name__}.")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be an integer >= 1; got {batch_size!r}.")
     spec = get_dataset_spec(checkpoint.dataset)
@@ -142,7 +150,8 @@ def extract_logits(
     t0 = time.perf_counter()
     computed: list[tuple[SplitInfo, np.ndarray, np.ndarray]] = []
     with limited_threads():
-        model = get_backbone(checkpoint.backbone, int(meta["n_classes"]), tuple(meta["input_shape"]))
+        n_classes, input_shape = int(meta["n_classes"]), tuple(meta["input_shape"])
+        model = get_backbone(checkpoint.backbone, n_classes, input_shape)
         model.load_state_dict(state, strict=True)
         model.to(dev).eval()
 

@@ -58,6 +58,8 @@ METHOD_ORDER: Final[tuple[str, ...]] = (
 FAMILY_ORDER: Final[tuple[str, ...]] = (
     "clean", "natural", "synthetic", "label_shift", "domain", "subpopulation", "temporal",
 )
+#: File in a report folder naming what the report covers (see :func:`read_fingerprint`).
+FINGERPRINT_FILE: Final[str] = ".fingerprint"
 _KEY_RE: Final = re.compile(r"[^a-z0-9]+")
 _GROUP_MAE: Final = ["suite", "dataset", "shift_family", "backbone", "method"]
 _GROUP_CORR: Final = ["suite", "dataset", "backbone", "method"]
@@ -431,7 +433,9 @@ def plot_scatter(rows: pd.DataFrame, *, title: str) -> "Figure":
     backbones = sorted(rows["backbone"].astype(str).unique())
     ncols = min(4, len(methods))
     nrows = math.ceil(len(methods) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.0 * ncols, 3.0 * nrows + 0.6), squeeze=False)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(3.0 * ncols, 3.1 * nrows + 0.8), squeeze=False, layout="constrained"
+    )
     colors = plt.get_cmap("tab10")
     markers = ["o", "s", "^", "D", "v", "P", "X", "*"]
     lo = float(min(rows["true_accuracy"].min(), rows["estimated_accuracy"].min()))
@@ -448,6 +452,7 @@ def plot_scatter(rows: pd.DataFrame, *, title: str) -> "Figure":
                     continue
                 ax.scatter(
                     pts["true_accuracy"], pts["estimated_accuracy"], s=16, alpha=0.8,
+                    zorder=3 if family == "clean" else 2,
                     color=colors(fi % 10), marker=markers[bi % len(markers)], linewidths=0,
                     label=f"{family} · {backbone}" if len(backbones) > 1 else family,
                 )
@@ -465,10 +470,9 @@ def plot_scatter(rows: pd.DataFrame, *, title: str) -> "Figure":
     for ax in axes[-1, :]:
         ax.set_xlabel("true accuracy", fontsize=8)
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=7,
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(6, len(labels)), fontsize=7,
                frameon=False)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.13 if nrows == 1 else 0.07, 1, 0.97))
     return fig
 
 
@@ -545,46 +549,38 @@ def plot_ablations(rows: pd.DataFrame) -> list[tuple[str, str, "Figure"]]:
         figs.append(("ablation-freeze", "ALSA ablation: frozen parameter groups", fig))
 
     sweep_keys = sorted({k for _, p in parsed.values() for k in p if k != "freeze"})
+    colors = plt.get_cmap("tab10")
     for key in sweep_keys:
         points: list[tuple[str, float]] = []
-        for method, (base, params) in parsed.items():
+        for method, (_, params) in parsed.items():
             if set(params) == {key}:
                 try:
                     points.append((method, float(params[key])))
                 except ValueError:
                     continue
-            elif method.endswith("[default]"):
-                default = _default_param(base, key)
-                if default is not None:
-                    points.append((method, default))
-        if len({v for _, v in points}) < 2:
+        if not points:
             continue
         fig, ax = plt.subplots(figsize=(6.0, 3.6))
-        for group in groups:
+        for gi, group in enumerate(groups):
             sub = mae[mae["group"] == group].set_index("method")["abs_error_pp"]
             xy = sorted((v, float(sub[m])) for m, v in points if m in sub.index)
+            color = colors(gi % 10)
             if xy:
-                ax.plot([p[0] for p in xy], [p[1] for p in xy], marker="o", label=group)
+                ax.plot([p[0] for p in xy], [p[1] for p in xy], marker="o", color=color,
+                        label=group)
+            for method in defaults:
+                if method in sub.index:
+                    ax.axhline(float(sub[method]), color=color, ls="--", lw=1, alpha=0.7)
         if key == "n_anchors":
             ax.set_xscale("log")
         ax.set_xlabel(key, fontsize=8)
         ax.set_ylabel("MAE (percentage points)", fontsize=8)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, frameon=False)
-        ax.set_title(f"MAE against {key}", fontsize=9)
+        ax.set_title(f"MAE against {key} (dashed: the default setting)", fontsize=9)
         fig.tight_layout()
         figs.append((f"sweep-{artifact_key(key)}", f"ALSA sweep over {key}", fig))
     return figs
-
-
-def _default_param(method: str, key: str) -> float | None:
-    from estimators import get_estimator
-
-    try:
-        value = get_estimator(method).get_params().get(key)
-    except ValueError:
-        return None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def simplex_plane_basis() -> np.ndarray:
@@ -735,6 +731,7 @@ def write_report(
     methods: Sequence[str] | None = None,
     title: str | None = None,
     anchor_plots: bool = True,
+    fingerprint: str | None = None,
 ) -> ReportRef:
     """Write ``<out_dir>/<run_name>/`` from the ``report_rows`` in DuckDB, optionally as artifacts.
 
@@ -759,6 +756,9 @@ def write_report(
         First heading of ``report.md``.
     anchor_plots : bool, default=True
         Draw ALSA's anchors and probability surface for runs with 3 classes.
+    fingerprint : str, optional
+        What the report covers (the pipeline's :func:`tasks.stages.report_fingerprint`),
+        written to ``<folder>/.fingerprint`` for :func:`read_fingerprint`; None removes it.
 
     Returns
     -------
@@ -813,10 +813,21 @@ def write_report(
     notes = [f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} from `report_rows`."]
     md = render_markdown(tables, title=heading, images=[(c, f) for c, f, _ in pngs], notes=notes)
     (folder / "report.md").write_text(md, encoding="utf-8")
+    marker = folder / FINGERPRINT_FILE
+    if fingerprint is None:
+        marker.unlink(missing_ok=True)
+    else:
+        marker.write_text(fingerprint + "\n", encoding="utf-8")
 
     if publish_artifacts:
         _publish(tables, name=name, title=heading, notes=notes, pngs=pngs)
     return ReportRef(name=name, folder=str(folder.resolve()))
+
+
+def read_fingerprint(folder: str | Path) -> str | None:
+    """The fingerprint :func:`write_report` left in a report folder, or None."""
+    marker = Path(folder) / FINGERPRINT_FILE
+    return marker.read_text(encoding="utf-8").strip() if marker.is_file() else None
 
 
 def _select(

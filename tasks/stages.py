@@ -11,11 +11,15 @@ module adds is orchestration policy:
   folder) is an input too, so a cache record never answers for another state folder.
 * **Retries on DuckDB lock errors only** (:func:`retry_on_lock`): another process writing the
   file is worth waiting for; any other error fails fast.
-* **Refresh and self-healing** (:func:`run_stage`): ``refresh`` re-runs a stage and everything
-  downstream of it; a cached result whose output has gone (checkpoint deleted, database reset,
-  report folder removed) is recomputed instead of trusted.
+* **Refresh and self-healing** (:func:`run_stage`, :func:`output_exists`): ``refresh`` re-runs
+  a stage and everything downstream of it; a cached result whose output has gone or changed
+  (checkpoint deleted or overwritten, database reset, report folder re-written for another
+  selection) is recomputed instead of trusted.
 
-Stages pass the small frozen references of :mod:`tasks.refs`, never arrays.
+Stages pass the small frozen references of :mod:`tasks.refs`, never arrays. The ablation flow's
+labelled estimator variants (:func:`estimate_variants`, :func:`ablation_task`) live here too:
+the estimate stage stores results under registry keys, the ablations under labels such as
+``alsa-g[freeze=positions]``.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ __all__ = [
     "extract_task",
     "output_exists",
     "parse_refresh",
+    "report_fingerprint",
     "report_task",
     "retry_on_lock",
     "run_stage",
@@ -57,6 +62,7 @@ __all__ = [
 STAGE_CACHE: Final = INPUTS + TASK_SOURCE
 #: Waits between retries of a task that met a DuckDB lock (seconds).
 LOCK_RETRY_DELAYS: Final[list[float]] = [5.0, 20.0, 60.0]
+
 
 def retry_on_lock(task: Any, task_run: Any, state: Any) -> bool:
     """Prefect ``retry_condition_fn``: retry only when the failure is a DuckDB lock conflict.
@@ -181,7 +187,7 @@ def estimate_task(
     task_run_name="report-{run_name}",
 )
 def report_task(
-    estimates: list[EstimatesRef],
+    fingerprint: str,
     run_keys: list[str] | None,
     db: str,
     out_dir: str,
@@ -192,14 +198,41 @@ def report_task(
 ) -> ReportRef:
     """Write ``<out_dir>/<run_name>/`` and the artifacts (:func:`tasks.report.write_report`).
 
-    ``estimates`` carries the digests of what is reported, so an unchanged benchmark keeps its
-    cached report; ``run_keys`` selects the runs (None: every run in the database).
+    ``fingerprint`` (:func:`report_fingerprint`) identifies what is reported, so an unchanged
+    benchmark keeps its cached report; ``run_keys`` selects the runs (None: every run in the
+    database).
     """
     from tasks.report import write_report
 
     return write_report(
-        db, out_dir, run_name, publish_artifacts, run_keys=run_keys, methods=methods
+        db, out_dir, run_name, publish_artifacts, run_keys=run_keys, methods=methods,
+        fingerprint=fingerprint,
     )
+
+
+def report_fingerprint(
+    estimates: Sequence[EstimatesRef], run_keys: Sequence[str] | None,
+    methods: Sequence[str] | None,
+) -> str:
+    """Digest of what a report covers: the estimates' digests, the runs and the methods.
+
+    Written into the report folder by :func:`tasks.report.write_report`, so a cached report
+    whose folder was since re-written for another selection is recognised as stale.
+
+    Returns
+    -------
+    str
+        24 hexadecimal characters.
+    """
+    import hashlib
+    import json
+
+    payload = {
+        "estimates": sorted([e.run_key, e.digest] for e in estimates),
+        "run_keys": None if run_keys is None else sorted(run_keys),
+        "methods": None if methods is None else sorted(methods),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
 
 
 @task(
@@ -430,16 +463,29 @@ def run_stage(
 
 
 # ------------------------------------------------------------------------------------ outputs
-def output_exists(ref: Any) -> bool:
-    """Whether the output a stage reference points at is still there.
+def output_exists(
+    ref: Any, *, methods: Sequence[str] | None = None, fingerprint: str | None = None
+) -> bool:
+    """Whether the output a stage reference points at is still there, unchanged.
 
-    ``DatasetRef``: its folder exists. ``CheckpointRef``: its file exists. ``LogitsRef``: the
-    database holds the run's splits with the same digest. ``EstimatesRef``: the database holds
-    estimates of the run. ``ReportRef``: its ``report.md`` exists.
+    A cached stage result is only as good as the files and rows it describes; another run with
+    other parameters may have replaced them (checkpoints, logits and estimates are stored by
+    run key). This is the check :func:`run_stage` uses to decide to re-run a cached stage.
 
     Parameters
     ----------
     ref : DatasetRef, CheckpointRef, LogitsRef, EstimatesRef or ReportRef
+        ``DatasetRef``: every raw file of the dataset exists under its root.
+        ``CheckpointRef``: the file exists with the recorded SHA-256.
+        ``LogitsRef``: the database holds the run's splits with the recorded digest.
+        ``EstimatesRef``: the database holds the run's estimates of ``methods`` with the
+        recorded digest.
+        ``ReportRef``: ``report.md`` exists (and carries ``fingerprint`` when one is given).
+    methods : sequence of str, optional
+        For an ``EstimatesRef``: the method names the estimates were written under; default
+        every registered estimator.
+    fingerprint : str, optional
+        For a ``ReportRef``: the :func:`report_fingerprint` it must carry.
 
     Returns
     -------
@@ -451,19 +497,47 @@ def output_exists(ref: Any) -> bool:
         If ``ref`` is none of these.
     """
     if isinstance(ref, DatasetRef):
-        return Path(ref.root).exists()
+        return _dataset_staged(ref)
     if isinstance(ref, CheckpointRef):
-        return Path(ref.path).is_file()
+        return _checkpoint_intact(ref)
     if isinstance(ref, ReportRef):
-        return (Path(ref.folder) / "report.md").is_file()
+        from tasks.report import read_fingerprint
+
+        folder = Path(ref.folder)
+        return (folder / "report.md").is_file() and (
+            fingerprint is None or read_fingerprint(folder) == fingerprint
+        )
     if isinstance(ref, LogitsRef):
         return _db_check(ref.db_path, lambda con: _logits_match(con, ref))
     if isinstance(ref, EstimatesRef):
-        return _db_check(ref.db_path, lambda con: _has_estimates(con, ref.run_key))
+        return _db_check(ref.db_path, lambda con: _estimates_match(con, ref, methods))
     raise TypeError(
         f"ref must be a DatasetRef, CheckpointRef, LogitsRef, EstimatesRef or ReportRef; "
         f"got {type(ref).__name__}."
     )
+
+
+def _dataset_staged(ref: DatasetRef) -> bool:
+    from tasks.datasets import get_dataset_spec
+
+    try:
+        files = get_dataset_spec(ref.name).raw_files(Path(ref.root))
+    except ValueError:  # the dataset is no longer registered: let the stage say so
+        return False
+    return bool(files) and all(Path(f).is_file() for f in files)
+
+
+def _checkpoint_intact(ref: CheckpointRef) -> bool:
+    import hashlib
+
+    path = Path(ref.path)
+    if not path.is_file():
+        return False
+    h = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest() == ref.sha256
 
 
 def _db_check(db: str, probe: Callable[[Any], bool]) -> bool:
@@ -481,10 +555,13 @@ def _logits_match(con: Any, ref: LogitsRef) -> bool:
     return bool(list_splits(con, ref.run_key)) and run_digest(con, ref.run_key) == ref.digest
 
 
-def _has_estimates(con: Any, run_key: str) -> bool:
-    from storage.estimates import has_estimates
+def _estimates_match(con: Any, ref: EstimatesRef, methods: Sequence[str] | None) -> bool:
+    from estimators import available_estimators
+    from storage.estimates import estimates_digest, read_estimates
 
-    return has_estimates(con, run_key)
+    wanted = set(available_estimators() if methods is None else methods)
+    rows = [r for r in read_estimates(con, ref.run_key) if r.method in wanted]
+    return bool(rows) and estimates_digest(rows) == ref.digest
 
 
 def seeds_list(seeds: int | Sequence[int]) -> list[int]:

@@ -1,11 +1,14 @@
-"""Code versions of the pipeline stages: a digest of the source files each stage depends on.
+"""The pipeline's stages, and their code versions: a digest of the source each stage runs.
 
 Prefect's ``TASK_SOURCE`` cache policy hashes only the source of the task function itself, so a
 change in ``estimators/alsa.py`` would not invalidate a cached ``estimate`` task. Every stage task
 therefore takes a ``code_version`` input computed here: the SHA-256 over the relative paths and
-bytes of the files the stage's logic lives in. Editing estimator code changes the ``estimate``
-version and leaves ``train`` cached; editing a dataset loader changes every stage from ``download``
-on, because the references a stage returns carry content digests into the next stage's inputs.
+bytes of the files the stage's logic lives in (:data:`STAGE_SOURCES`). Editing estimator code
+changes the ``estimate`` version and leaves ``train`` cached; editing a dataset loader changes
+the versions of ``download``, ``train`` and ``extract``, whose code reads it.
+
+:data:`STAGES` and :func:`parse_refresh` live here too, so the CLI can check a ``--refresh``
+value without importing Prefect.
 
 Examples
 --------
@@ -17,9 +20,9 @@ Examples
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from collections.abc import Iterable
 from typing import Final
 
 #: Pipeline stages in execution order; refreshing one refreshes every later one.

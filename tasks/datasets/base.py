@@ -35,7 +35,7 @@ import numpy as np
 IMBALANCE_RATIO: float = 3.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SourceSplits:
     """Labelled source data of one dataset: training subset and held-out validation subset.
 
@@ -63,7 +63,7 @@ class SourceSplits:
         return int(self.val_y.shape[0])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TargetPool:
     """Labelled test data from which the target splits of a dataset are made.
 

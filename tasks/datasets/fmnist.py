@@ -188,7 +188,9 @@ def _copy_verified(src: Path, dest: Path, expected_raw_md5: str, archive_md5: st
                     h.update(chunk)
                     fout.write(chunk)
         except (OSError, EOFError) as exc:
-            raise ChecksumError(f"Could not read {str(src)!r}: {exc}. The file is corrupt.") from exc
+            raise ChecksumError(
+                f"Could not read {str(src)!r}: {exc}. The file is corrupt."
+            ) from exc
         raw_md5 = h.hexdigest()
         if not (archive_ok or raw_md5 == expected_raw_md5):
             expected = f"MD5 {expected_raw_md5} for the decompressed bytes"
@@ -264,13 +266,13 @@ def stage_fashion_mnist(
     root = Path(root)
     raw_dir = raw_folder(root)
     targets = [raw_dir / name for name in RAW_FILES]
-    todo = [p.name for p in targets if not (p.is_file() and _md5(p) == expected[p.name])]
-    if not todo:
+    pending = [p.name for p in targets if not (p.is_file() and _md5(p) == expected[p.name])]
+    if not pending:
         return targets
 
     folder, how = _source_candidates(source_dir)
     if folder is not None:
-        for name in todo:
+        for name in pending:
             src = _find_in_source(folder, name)
             if src is None:
                 raise DatasetUnavailableError(
@@ -294,7 +296,7 @@ def stage_fashion_mnist(
             f"and downloading is disabled. {hint}"
         )
     try:
-        _download(root, todo, expected)
+        _download(root, pending, expected)
     except ChecksumError:
         raise
     except Exception as exc:  # torchvision raises RuntimeError, URLError or OSError offline

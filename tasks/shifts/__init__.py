@@ -294,7 +294,8 @@ def generate_split(
         return pool.images[idx], pool.labels[idx]
     if family == "synthetic":
         idx = base_subset(dataset, pool)
-        return corrupt(pool.images[idx], split.shift, int(split.severity or 0), rng), pool.labels[idx]
+        images = corrupt(pool.images[idx], split.shift, int(split.severity or 0), rng)
+        return images, pool.labels[idx]
     if family == "domain":
         idx = base_subset(dataset, pool)
         return mnistm_blend(pool.images[idx], split.param("intensity"), rng), pool.labels[idx]

@@ -10,13 +10,17 @@ dataset's pool definition starts a fresh folder instead of reusing stale images.
 is the first 12 hex digits of the staged dataset's ``DatasetRef.sha256``. Each ``.npz`` holds
 ``images`` (raw form, ``uint8`` for Fashion-MNIST) and ``labels`` (``int64``) and is written
 atomically (temporary file + rename), so concurrent or interrupted runs never leave a partial
-file. Deleting ``<data_dir()>/shifts`` is always safe.
+file. When a new folder is started, the dataset's folders of other versions are deleted
+(:func:`prune_stale_versions`), so the cache holds one version (about 90 MB for ``fmnist``).
+Deleting ``<data_dir()>/shifts`` is always safe.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import re
+import shutil
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -75,6 +79,37 @@ def shift_cache_dir(dataset: DatasetRef, cache_root: Path | None = None) -> Path
     return root / dataset.name / f"{generator_version()}-{dataset.sha256[:12]}"
 
 
+_VERSION_DIR = re.compile(r"^[0-9a-f]{12}-[0-9a-f]{12}$")
+
+
+def prune_stale_versions(dataset: DatasetRef, cache_root: Path | None = None) -> list[Path]:
+    """Delete the dataset's cache folders made by other generator versions or other data.
+
+    Only folders named like ``<12 hex>-<12 hex>`` beside the current one are removed.
+
+    Parameters
+    ----------
+    dataset : DatasetRef
+        Staged dataset.
+    cache_root : Path, optional
+        Root of the shift cache; default ``data_dir() / "shifts"``.
+
+    Returns
+    -------
+    list of Path
+        The folders removed.
+    """
+    current = shift_cache_dir(dataset, cache_root)
+    removed = []
+    if current.parent.is_dir():
+        for folder in current.parent.iterdir():
+            if folder != current and folder.is_dir() and _VERSION_DIR.match(folder.name):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+                logger.info("removed stale shift cache %s", folder)
+    return removed
+
+
 def _read(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
     try:
         with np.load(path, allow_pickle=False) as data:
@@ -129,7 +164,8 @@ def load_target_split(
     images, labels : numpy.ndarray
     """
     spec = get_target_split(dataset.name, split) if isinstance(split, str) else split
-    return _load_or_generate(dataset, spec, shift_cache_dir(dataset, cache_root), _PoolLoader(dataset))
+    folder = shift_cache_dir(dataset, cache_root)
+    return _load_or_generate(dataset, spec, folder, _PoolLoader(dataset))
 
 
 def _load_or_generate(
@@ -165,6 +201,8 @@ def iter_target_splits(
     images, labels : numpy.ndarray
     """
     folder = shift_cache_dir(dataset, cache_root)
+    if not folder.is_dir():
+        prune_stale_versions(dataset, cache_root)
     pool = _PoolLoader(dataset)
     for split in target_splits(dataset.name):
         images, labels = _load_or_generate(dataset, split, folder, pool)
@@ -187,6 +225,8 @@ def prepare_target_splits(dataset: DatasetRef, *, cache_root: Path | None = None
         The dataset's cache folder (:func:`shift_cache_dir`).
     """
     folder = shift_cache_dir(dataset, cache_root)
+    if not folder.is_dir():
+        prune_stale_versions(dataset, cache_root)
     pool = _PoolLoader(dataset)
     for split in target_splits(dataset.name):
         path = folder / f"{split.name}.npz"

@@ -20,27 +20,63 @@ References
 
 from __future__ import annotations
 
+import importlib.util
 from functools import lru_cache
+from pathlib import Path
 from typing import Final
 
 import numpy as np
+from PIL import Image
 
 #: ITU-R 601-2 luma weights (PIL's ``convert("L")``).
 LUMA: Final[np.ndarray] = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+
+
+def sample_photo_files() -> list[Path]:
+    """The JPEG files behind :func:`sklearn.datasets.load_sample_images`, sorted by name.
+
+    They are located through the installed scikit-learn package without importing it (its
+    import pulls in SciPy and takes seconds).
+
+    Returns
+    -------
+    list of Path
+        ``[.../sklearn/datasets/images/china.jpg, .../flower.jpg]``.
+
+    Raises
+    ------
+    FileNotFoundError
+        If scikit-learn or its sample images are not installed.
+    """
+    spec = importlib.util.find_spec("sklearn")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    files: list[Path] = []
+    if locations:
+        files = sorted(Path(locations[0]).joinpath("datasets", "images").glob("*.jpg"))
+    if not files:
+        raise FileNotFoundError(
+            "The domain shift blends images over scikit-learn's sample photographs "
+            "(sklearn/datasets/images/*.jpg), which were not found; install scikit-learn."
+        )
+    return files
 
 
 @lru_cache(maxsize=1)
 def sample_photos() -> np.ndarray:
     """The photographs of :func:`sklearn.datasets.load_sample_images`, stacked.
 
+    Read exactly as scikit-learn reads them (``numpy.asarray(PIL.Image.open(file))``).
+
     Returns
     -------
     numpy.ndarray
         ``(2, 427, 640, 3)`` ``uint8`` (china, flower), read-only.
     """
-    from sklearn.datasets import load_sample_images
-
-    photos = np.stack([np.asarray(img, dtype=np.uint8) for img in load_sample_images().images])
+    images = []
+    for path in sample_photo_files():
+        with Image.open(path) as img:
+            images.append(np.asarray(img, dtype=np.uint8))
+    photos = np.stack(images)
     photos.setflags(write=False)
     return photos
 

@@ -339,7 +339,9 @@ def shear(x: np.ndarray, level: float, rng: np.random.Generator) -> np.ndarray:
     horizontal = rng.random(n) < 0.5
     s = level * _random_signs(n, rng)
     ones, zeros = np.ones(n), np.zeros(n)
-    return _warp(x, _affine(n, ones, np.where(horizontal, s, zeros), np.where(horizontal, zeros, s), ones))
+    shear_x = np.where(horizontal, s, zeros)
+    shear_y = np.where(horizontal, zeros, s)
+    return _warp(x, _affine(n, ones, shear_x, shear_y, ones))
 
 
 def scale(x: np.ndarray, level: float, rng: np.random.Generator) -> np.ndarray:
@@ -580,24 +582,64 @@ def stripe(x: np.ndarray, level: float, rng: np.random.Generator) -> np.ndarray:
 CORRUPTIONS: Final[dict[str, Corruption]] = {
     c.name: c
     for c in (
-        Corruption("gaussian_noise", gaussian_noise, (0.08, 0.12, 0.18, 0.26, 0.38), "noise std", "noise"),
-        Corruption("shot_noise", shot_noise, (60, 25, 12, 5, 3), "photons per white pixel", "noise"),
-        Corruption("impulse_noise", impulse_noise, (0.03, 0.06, 0.09, 0.17, 0.27), "fraction of pixels", "noise"),
-        Corruption("gaussian_blur", gaussian_blur, (0.6, 0.9, 1.2, 1.6, 2.0), "kernel std (px)", "blur"),
-        Corruption("motion_blur", motion_blur, (3, 5, 7, 9, 11), "motion length (px)", "blur"),
-        Corruption("defocus_blur", defocus_blur, (1.0, 1.5, 2.0, 2.5, 3.0), "disk radius (px)", "blur"),
-        Corruption("zoom_blur", zoom_blur, (1.08, 1.16, 1.24, 1.32, 1.4), "largest zoom factor", "blur"),
-        Corruption("rotate", rotate, (10, 20, 30, 40, 50), "angle (degrees)", "geometric"),
-        Corruption("shear", shear, (0.15, 0.3, 0.45, 0.6, 0.75), "shear factor", "geometric"),
-        Corruption("scale", scale, (0.85, 0.75, 0.65, 0.55, 0.45), "scale factor", "geometric"),
-        Corruption("translate", translate, (2, 3, 4, 5, 6), "shift (px)", "geometric"),
-        Corruption("brightness", brightness, (0.1, 0.2, 0.3, 0.4, 0.5), "added intensity", "photometric"),
-        Corruption("contrast", contrast, (0.5, 0.35, 0.25, 0.15, 0.08), "contrast factor", "photometric"),
-        Corruption("fog", fog, (0.3, 0.5, 0.7, 0.9, 1.2), "haze strength", "photometric"),
-        Corruption("jpeg", jpeg, (30, 20, 12, 8, 5), "JPEG quality", "digital"),
-        Corruption("pixelate", pixelate, (20, 16, 12, 10, 8), "low-res side (px)", "digital"),
-        Corruption("occlusion", occlusion, (6, 8, 10, 12, 14), "square side (px)", "occlusion"),
-        Corruption("stripe", stripe, (1, 2, 3, 4, 5), "number of lines", "occlusion"),
+        Corruption(
+            "gaussian_noise", gaussian_noise, (0.08, 0.12, 0.18, 0.26, 0.38), "noise std", "noise"
+        ),
+        Corruption(
+            "shot_noise", shot_noise, (60, 25, 12, 5, 3), "photons per white pixel", "noise"
+        ),
+        Corruption(
+            "impulse_noise",
+            impulse_noise,
+            (0.03, 0.06, 0.09, 0.17, 0.27),
+            "fraction of pixels",
+            "noise",
+        ),
+        Corruption(
+            "gaussian_blur", gaussian_blur, (0.6, 0.9, 1.2, 1.6, 2.0), "kernel std (px)", "blur"
+        ),
+        Corruption(
+            "motion_blur", motion_blur, (3, 5, 7, 9, 11), "motion length (px)", "blur"
+        ),
+        Corruption(
+            "defocus_blur", defocus_blur, (1.0, 1.5, 2.0, 2.5, 3.0), "disk radius (px)", "blur"
+        ),
+        Corruption(
+            "zoom_blur", zoom_blur, (1.08, 1.16, 1.24, 1.32, 1.4), "largest zoom factor", "blur"
+        ),
+        Corruption(
+            "rotate", rotate, (10, 20, 30, 40, 50), "angle (degrees)", "geometric"
+        ),
+        Corruption(
+            "shear", shear, (0.15, 0.3, 0.45, 0.6, 0.75), "shear factor", "geometric"
+        ),
+        Corruption(
+            "scale", scale, (0.85, 0.75, 0.65, 0.55, 0.45), "scale factor", "geometric"
+        ),
+        Corruption(
+            "translate", translate, (2, 3, 4, 5, 6), "shift (px)", "geometric"
+        ),
+        Corruption(
+            "brightness", brightness, (0.1, 0.2, 0.3, 0.4, 0.5), "added intensity", "photometric"
+        ),
+        Corruption(
+            "contrast", contrast, (0.5, 0.35, 0.25, 0.15, 0.08), "contrast factor", "photometric"
+        ),
+        Corruption(
+            "fog", fog, (0.3, 0.5, 0.7, 0.9, 1.2), "haze strength", "photometric"
+        ),
+        Corruption(
+            "jpeg", jpeg, (30, 20, 15, 8, 5), "JPEG quality", "digital"
+        ),
+        Corruption(
+            "pixelate", pixelate, (20, 16, 12, 10, 8), "low-res side (px)", "digital"
+        ),
+        Corruption(
+            "occlusion", occlusion, (6, 8, 10, 12, 14), "square side (px)", "occlusion"
+        ),
+        Corruption(
+            "stripe", stripe, (1, 2, 3, 4, 5), "number of lines", "occlusion"
+        ),
     )
 }
 

@@ -37,8 +37,12 @@ def _tiny_images(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(images, 0, 255).astype(np.uint8), labels
 
 
+def _raw_files(root: Path) -> list[Path]:
+    return [Path(root) / "tiny" / "tiny.npz"]
+
+
 def _stage(root: Path) -> list[Path]:
-    path = Path(root) / "tiny" / "tiny.npz"
+    [path] = _raw_files(root)
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         train_x, train_y = _tiny_images(360, 1)
@@ -75,7 +79,7 @@ def tiny_suite(monkeypatch: pytest.MonkeyPatch) -> str:
         name="tiny", suite=TINY_SUITE, description="test-only: 3 classes of banded noise",
         modality="image", n_classes=TINY_CLASSES, class_names=("top", "middle", "bottom"),
         input_shape=(1, 28, 28), target_families=("clean", "label_shift"), stage=_stage,
-        load_source=_load_source, load_target_pool=_load_pool, to_inputs=images_to_inputs,
+        raw_files=_raw_files, load_source=_load_source, load_target_pool=_load_pool, to_inputs=images_to_inputs,
     )
     monkeypatch.setitem(datasets.DATASETS, "tiny", spec)
     monkeypatch.setattr(shifts, "LABEL_SHIFT_ALPHAS", (1.0,))

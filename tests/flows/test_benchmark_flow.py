@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,9 @@ def test_benchmark_runs_then_caches_then_refreshes_estimate(
     assert (report / "report.md").is_file() and (report / "scatter-tiny.png").is_file()
     assert (report / "alsa-tiny-mlp-s0.png").is_file()  # 3 classes: the anchor picture
 
+    _assert_output_checks(first)
+    _assert_artifacts_published("tiny")
+
     second = _run()
     assert all(o.cached for o in second.outcomes), _states(second)
     assert second.report == first.report
@@ -65,6 +69,45 @@ def test_benchmark_runs_then_caches_then_refreshes_estimate(
     assert all(o.cached for o in healed.outcomes if o.stage != "report")
 
 
+def _assert_artifacts_published(name: str) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    keys = [f"{name}-mae", f"{name}-correlation", f"{name}-report"]
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=keys))
+        )
+    by_key = {a.key: a for a in found}
+    assert set(by_key) == set(keys)
+    assert by_key[f"{name}-report"].type == "markdown"
+    assert "data:image/png;base64," in by_key[f"{name}-report"].data
+    assert by_key[f"{name}-mae"].type == "table"
+
+
+def _assert_output_checks(result) -> None:
+    """output_exists accepts what a run wrote and refuses anything that no longer matches it."""
+    from tasks.stages import output_exists, report_fingerprint
+
+    [ds], [ckpt], [logits], [est] = (
+        result.datasets, result.checkpoints, result.logits, result.estimates
+    )
+    assert output_exists(ds) and output_exists(ckpt) and output_exists(logits)
+    assert output_exists(est, methods=METHODS)
+    assert not output_exists(est, methods=["ac"])  # other methods' rows: another digest
+    fingerprint = report_fingerprint(result.estimates, [est.run_key], METHODS)
+    assert output_exists(result.report, fingerprint=fingerprint)
+    assert not output_exists(result.report, fingerprint="another selection")
+    path = Path(ckpt.path)
+    original = path.read_bytes()
+    path.write_bytes(original + b"\0")  # e.g. retrained with other epochs under the same key
+    assert not output_exists(ckpt)
+    path.write_bytes(original)
+    assert not output_exists(replace(logits, digest="0" * 64))
+    with pytest.raises(TypeError, match="ref must be a DatasetRef"):
+        output_exists("fmnist")
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_stage_flows_reuse_the_benchmark_cache(prefect_server, tiny_suite, state_home) -> None:
     from flows.estimate import estimate
@@ -78,3 +121,30 @@ def test_stage_flows_reuse_the_benchmark_cache(prefect_server, tiny_suite, state
     assert refs == first.estimates
     ref = report(run_name="tiny-standalone", publish_artifacts=False)
     assert (Path(ref.folder) / "mae.txt").read_text().startswith("MAE")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_ablations_store_variants_beside_the_main_estimates(
+    prefect_server, tiny_suite, state_home
+) -> None:
+    from flows.ablations import ablations
+    from storage import connect, read_report_rows
+
+    ref = ablations(
+        suite="tiny", backbones=["mlp"], seeds=1, epochs=1, max_train_samples=200, device="cpu",
+        alphas=[0.5], anchor_counts=[10], base_params={"n_anchors": 20, "max_epochs": 20},
+        publish_artifacts=False,
+    )
+    with connect(read_only=True) as con:
+        methods = set(read_report_rows(con, suite="tiny")["method"])
+    assert methods == {
+        "alsa-g[default]", "alsa-g[freeze=positions]", "alsa-g[freeze=peaks]",
+        "alsa-g[freeze=variances]", "alsa-g[freeze=peaks+variances]", "alsa-g[alpha=0.5]",
+        "alsa-g[n_anchors=10]",
+    }
+    folder = Path(ref.folder)
+    assert folder.name == "tiny-ablations"
+    assert {"ablation-freeze.png", "sweep-alpha.png", "sweep-n-anchors.png"} <= {
+        p.name for p in folder.iterdir()
+    }
+    assert "alsa-g[freeze=peaks+variances]" in (folder / "mae.txt").read_text()

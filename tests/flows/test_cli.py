@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -67,3 +70,23 @@ def test_report_without_a_database_is_one_clear_line(runner: CliRunner, state_ho
     result = runner.invoke(app, ["report", "--no-artifacts"])
     assert result.exit_code == 2
     assert "No benchmark database" in _one_error_line(result)
+
+
+def test_to_docs_writes_benchmark_md_with_provenance(tmp_path, state_home) -> None:
+    from flows.cli import write_benchmark_doc
+    from storage.paths import db_path
+    from tasks.report import write_report
+    from tests.tasks.test_report import _fill_db
+
+    _fill_db(db_path(), np.random.default_rng(0))
+    ref = write_report(out_dir=tmp_path / "reports", publish_artifacts=False, anchor_plots=False)
+    target = write_benchmark_doc(Path(ref.folder), tmp_path / "docs")
+    text = target.read_text()
+    assert text.startswith("# Benchmark results\n")
+    assert "do not edit by hand" in text
+    for field in ("| commit |", "| seeds | 0 |", "| machine |", "CPUs"):
+        assert field in text
+    assert "](benchmark/scatter-toy.png)" in text
+    assert (tmp_path / "docs" / "benchmark" / "scatter-toy.png").is_file()
+    with pytest.raises(FileNotFoundError, match="report.md"):
+        write_benchmark_doc(tmp_path, tmp_path / "docs")

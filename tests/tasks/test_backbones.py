@@ -39,7 +39,8 @@ def test_channels_last_gives_the_same_logits():
     x = torch.rand(4, 1, 28, 28)
     with torch.no_grad():
         plain = net(x)
-        fast = net.to(memory_format=torch.channels_last)(x.contiguous(memory_format=torch.channels_last))
+        net = net.to(memory_format=torch.channels_last)
+        fast = net(x.contiguous(memory_format=torch.channels_last))
     torch.testing.assert_close(plain, fast, rtol=1e-4, atol=1e-5)
 
 

@@ -187,7 +187,8 @@ def test_fmnist_source_is_imbalanced_and_disjoint(tmp_path, monkeypatch):
 
     train_counts = np.bincount(src.train_y, minlength=10)
     val_counts = np.bincount(src.val_y, minlength=10)
-    assert np.all(np.diff(train_counts) >= 0) and train_counts[-1] / train_counts[0] == pytest.approx(3, rel=0.15)
+    assert np.all(np.diff(train_counts) >= 0)
+    assert train_counts[-1] / train_counts[0] == pytest.approx(3, rel=0.15)
     assert np.all(val_counts >= 1) and val_counts[-1] > val_counts[0]
     ids = lambda x: set((x[:, 0, 1].astype(int) * 256 + x[:, 0, 2]).tolist())  # noqa: E731
     assert not ids(src.train_x) & ids(src.val_x)

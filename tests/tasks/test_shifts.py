@@ -178,14 +178,17 @@ def test_domain_blend_grows_with_intensity(garments):
         mnistm_blend(garments, 1.5, np.random.default_rng(0))
 
 
-def test_cache_writes_once_and_reads_back(tmp_path, monkeypatch):
+def test_cache_writes_once_and_reads_back(tmp_path, monkeypatch, state_home):
     ref = stage_tiny(tmp_path, monkeypatch, "fmnist-coarse")
+    stale = shift_cache.shift_cache_dir(ref).parent / ("0" * 12 + "-" + "1" * 12)
+    stale.mkdir(parents=True)
     first = {s.name: (x, y) for s, x, y in shift_cache.iter_target_splits(ref)}
     folder = shift_cache.shift_cache_dir(ref)
 
     assert folder.parent.name == "fmnist-coarse" and folder.name.endswith(ref.sha256[:12])
     assert sorted(p.stem for p in folder.glob("*.npz")) == sorted(first)
     assert not list(folder.glob(".*.tmp"))
+    assert not stale.exists()  # another generator version's folder was pruned
 
     def no_generation(*args, **kwargs):
         raise AssertionError("a cached split was regenerated")

@@ -43,9 +43,13 @@ def test_one_epoch_writes_a_checkpoint(tiny, tmp_path):
 
 
 def test_same_seed_same_checkpoint_hash(tiny, tmp_path):
-    a = train_classifier(tiny, "mlp", 1, epochs=1, checkpoint_dir=tmp_path / "a", progress=False, device="cpu")
-    b = train_classifier(tiny, "mlp", 1, epochs=1, checkpoint_dir=tmp_path / "b", progress=False, device="cpu")
-    c = train_classifier(tiny, "mlp", 2, epochs=1, checkpoint_dir=tmp_path / "c", progress=False, device="cpu")
+    def train(seed: int, folder: str):
+        return train_classifier(
+            tiny, "mlp", seed, epochs=1, checkpoint_dir=tmp_path / folder, progress=False,
+            device="cpu",
+        )
+
+    a, b, c = train(1, "a"), train(1, "b"), train(2, "c")
 
     assert a.sha256 == b.sha256
     assert c.sha256 != a.sha256
