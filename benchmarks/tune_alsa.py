@@ -21,7 +21,8 @@ median and maximum number of epochs, the fraction of fits whose stopping rule (e
 before ``max_epochs``, and the mean fit seconds. Alpha and the rectification reading act at
 inference only and reuse the base fits. Target labels serve only to score the estimates.
 
-Run (about four minutes on an idle core with three seeds; the table in ``docs/ALSA.md``)::
+Run (the table in ``docs/ALSA.md``; 6-8 minutes with three seeds on one core of a machine shared
+with other jobs, two thirds of that with the default two seeds)::
 
     OMP_NUM_THREADS=1 python benchmarks/tune_alsa.py --threads 1 --seeds 3
 

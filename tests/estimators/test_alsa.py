@@ -276,6 +276,30 @@ def test_analytic_gradients_match_finite_differences_and_autograd(kernel):
         torch.testing.assert_close(a_, b_, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["adam", "rmsprop", "sgd"])
+def test_optimizer_updates_match_torch_optim(kind):
+    g = torch.Generator().manual_seed(1)
+    ours = [torch.randn(4, 3, generator=g), torch.randn(4, generator=g)]
+    ref = [t.clone().requires_grad_(True) for t in ours]
+    lrs = (0.01, 0.1)
+    opt = kern._FullBatchOptimizer(kind, list(zip(ours, lrs)))
+    groups = [{"params": [t], "lr": lr} for t, lr in zip(ref, lrs)]
+    if kind == "adam":
+        torch_opt = torch.optim.Adam(groups, betas=(0.9, 0.999), eps=1e-8)
+    elif kind == "rmsprop":
+        torch_opt = torch.optim.RMSprop(groups, alpha=0.99, eps=1e-8)
+    else:
+        torch_opt = torch.optim.SGD(groups, momentum=0.9)
+    for _ in range(6):
+        grads = [torch.randn(t.shape, generator=g) for t in ours]
+        opt.step(grads)
+        for t, grad in zip(ref, grads):
+            t.grad = grad.clone()
+        torch_opt.step()
+    for a, b in zip(ours, ref):
+        torch.testing.assert_close(a, b.detach(), rtol=1e-6, atol=1e-7)
+
+
 def test_autograd_and_analytic_fits_agree(rng):
     z, y = make_logits(rng, n=200)
     kw = dict(n_anchors=10, max_epochs=15, device="cpu")
