@@ -4,7 +4,7 @@
 #
 # Variables: PYTHON (interpreter for the venv, >= 3.11), VENV (default .venv),
 # FASHION_MNIST_DIR (folder with the four Fashion-MNIST *.gz files, if not the Debian path),
-# BENCH_ARGS (extra arguments to `alsa-bench run`), PYTEST_ARGS (extra arguments to pytest).
+# BENCH_ARGS (arguments to `alsa-bench run`; default --seeds 3, the paper's protocol), PYTEST_ARGS (extra arguments to pytest).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -12,6 +12,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.alsa-bench-installed
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 DEBIAN_FMNIST := /usr/share/datasets/fashion-mnist
+BENCH_ARGS ?= --seeds 3
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
 
