@@ -365,7 +365,9 @@ def test_chunked_estimate_equals_unchunked(rng):
     est = fit_quiet(get_estimator("alsa-e", **SMALL), z, y)
     full = alsa_predict(zt, est.anchors_, chunk_size=10**6, device="cpu")
     small = alsa_predict(zt, est.anchors_, chunk_size=7, device="cpu")
-    np.testing.assert_allclose(small.q, full.q, rtol=1e-6, atol=1e-7)
+    # float32 sums over anchors are reordered by the block size: agreement to float32 rounding
+    # (a chunking bug, such as a dropped or repeated block, moves q by orders of magnitude more)
+    np.testing.assert_allclose(small.q, full.q, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(small.rectified, full.rectified)
     chunked_fit = fit_quiet(get_estimator("alsa-e", chunk_size=33, **SMALL), z, y)
     np.testing.assert_allclose(chunked_fit.peaks_, est.peaks_, rtol=1e-4, atol=1e-4)

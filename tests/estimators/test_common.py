@@ -238,4 +238,4 @@ def test_target_row_order_does_not_matter(key, seed):
     # 1e-6: a method may score in float32 (ALSA does), where blocked sums depend on row order.
     assert permuted.accuracy == pytest.approx(base.accuracy, abs=1e-6)
     if base.per_sample is not None:
-        np.testing.assert_allclose(permuted.per_sample, base.per_sample[perm], atol=1e-6)
+        np.testing.assert_allclose(permuted.per_sample, base.per_sample[perm], atol=5e-6)
