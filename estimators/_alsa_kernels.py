@@ -40,6 +40,10 @@ EXP_FLOOR = -80.0
 #: Kernel values at or below this are set to exactly 0 (an influence below 6e-20 on a logit).
 KERNEL_FLOOR = 1e-20
 
+#: A sign change of the gap stops training (``stop_rule="crossing"``) only where one of the two
+#: passes around it lands within this distance of acc_S (0.1 percentage point).
+CROSSING_TOL = 1e-3
+
 #: Norm below which a logit vector or an anchor position counts as zero (direction undefined).
 NORM_EPS = 1e-12
 
@@ -284,11 +288,19 @@ def train_anchors(
     tol: float,
     chunk: int,
     gradient: str,
+    stop_rule: str = "crossing",
 ) -> TrainOutcome:
-    """Full-batch training of ``(A, p, v)`` in place until eq. (10) holds or ``max_epochs``.
+    """Full-batch training of ``(A, p, v)`` in place until the stopping rule or ``max_epochs``.
 
-    The stopping rule is checked after every forward pass, before the update it would trigger, so
-    the returned gap is the exact gap of the returned parameters; ``n_epochs`` counts updates.
+    The rule is checked after every forward pass, before the update it would trigger, so the
+    returned gap is the exact gap of the returned parameters; ``n_epochs`` counts updates.
+    With the signed gap ``g_t = mean q - acc`` after ``t`` updates: ``stop_rule="paper"`` stops
+    when ``|g_t| < tol`` (eq. 10); ``"crossing"`` also stops when ``g_t * g_{t-1} < 0`` (the gap
+    changed sign, so eq. 10 held exactly between the two parameter sets) and
+    ``min(|g_t|, |g_{t-1}|) < CROSSING_TOL``, keeping whichever of the two has the smaller
+    ``|g|`` (``stop_reason="crossed"``; the history then ends at it); ``"fixed"`` ignores the gap
+    and stops after exactly ``min_epochs`` updates (``stop_reason="fixed"``; eq. 10 is then met
+    by the calibration offset fitted afterwards).
     """
     import torch
 
@@ -298,26 +310,58 @@ def train_anchors(
     trained = [(t, lr) for t, flag, lr in zip((A, p, v), need, lrs) if flag]
     opt = _FullBatchOptimizer(optimizer, trained) if trained else None
     epoch_fn = _epoch_analytic if gradient == "analytic" else _epoch_autograd
+    crossing = stop_rule == "crossing"
     history_loss: list[float] = []
     history_q: list[float] = []
     stop_reason = "max_epochs"
     epoch = 0
     mean_q = loss = gap = math.nan
+    prev_signed = math.nan
+    saved: list["torch.Tensor"] = []
     while True:
         sum_q, sum_loss, gA, gp, gv = epoch_fn(U, y, A, p, v, kernel, chunk, need)
         mean_q = sum_q / n
         loss = sum_loss / n
-        gap = abs(mean_q - acc)
+        signed = mean_q - acc
+        gap = abs(signed)
         history_loss.append(loss)
         history_q.append(mean_q)
+        if stop_rule == "fixed" and epoch >= min_epochs:
+            stop_reason = "fixed"
+            break
         if epoch >= min_epochs and gap < tol:
             stop_reason = "converged"
+            break
+        if (
+            crossing
+            and epoch >= max(1, min_epochs)
+            and signed * prev_signed < 0.0
+            and min(gap, abs(prev_signed)) < CROSSING_TOL
+        ):
+            stop_reason = "crossed"
+            if abs(prev_signed) < gap:  # the parameters before the last update are closer
+                with torch.no_grad():
+                    for t, old in zip((A, p, v), saved):
+                        t.copy_(old)
+                epoch -= 1
+                gap = abs(prev_signed)
+                history_loss.pop()
+                history_q.pop()
+                mean_q = history_q[-1]
+                loss = history_loss[-1]
             break
         if epoch >= max_epochs or opt is None:
             stop_reason = "max_epochs" if opt is not None else "all_frozen"
             break
         with torch.no_grad():
+            if crossing:
+                if saved:
+                    for t, old in zip((A, p, v), saved):
+                        old.copy_(t)
+                else:
+                    saved = [t.detach().clone() for t in (A, p, v)]
             opt.step([g for g in (gA, gp, gv) if g is not None])
+        prev_signed = signed
         epoch += 1
     return TrainOutcome(
         n_epochs=epoch,

@@ -17,23 +17,59 @@ FloatArray = NDArray[np.floating[Any]]
 IntArray = NDArray[np.integer[Any]]
 
 
-def check_logits(logits: Any, name: str, n_classes: int | None = None) -> NDArray[np.float64]:
+#: How ``(n,)`` / ``(n, 1)`` positive-class logits ``s`` of a binary classifier become the
+#: ``(n, 2)`` matrix every estimator works on: ``[0, s]``, the logistic-regression convention
+#: (``sigmoid(s) = softmax([0, s])[1]``). Any ``[b, b + s]`` gives the same softmax, hence (by the
+#: shift-invariance contract) the same estimate.
+BINARY_CONVENTION = "[0, s]"
+
+
+def is_binary_shape(shape: tuple[int, ...]) -> bool:
+    """Whether an array of this shape holds positive-class logits of a binary model.
+
+    ``(n,)`` and ``(n, 1)`` are binary positive-class logits; anything else is not.
+    """
+    return len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)
+
+
+def binary_to_two_class(scores: NDArray[np.floating[Any]]) -> NDArray[np.float64]:
+    r"""Turn positive-class logits ``s`` of shape ``(n,)`` or ``(n, 1)`` into ``(n, 2)`` logits.
+
+    Row ``i`` becomes :math:`[0, s_i]`, so that :math:`\mathrm{softmax}([0, s_i])_1 =
+    \sigma(s_i)`: the probability the binary model gives the positive class (label 1) is kept,
+    and class 1 is predicted exactly when :math:`s_i > 0` (a tie :math:`s_i = 0` predicts class 0,
+    numpy's ``argmax`` rule).
+    """
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    out = np.zeros((s.shape[0], 2), dtype=np.float64)
+    out[:, 1] = s
+    return out
+
+
+def check_logits(
+    logits: Any, name: str, n_classes: int | None = None, *, allow_binary: bool = True
+) -> NDArray[np.float64]:
     """Return ``logits`` as a finite float64 array of shape ``(n_samples, n_classes)``.
 
     Parameters
     ----------
-    logits : array-like of shape (n_samples, n_classes)
-        Raw (pre-softmax) classifier outputs.
+    logits : array-like of shape (n_samples, n_classes), (n_samples,) or (n_samples, 1)
+        Raw (pre-softmax) classifier outputs. A 1-D array or a single column holds the
+        positive-class logits ``s`` of a binary classifier and becomes ``[0, s]`` per row
+        (:func:`binary_to_two_class`); ``n_classes`` is then 2.
     name : str
         Argument name used in error messages, e.g. ``"val_logits"``.
     n_classes : int, optional
         Class count the array must have (the count seen at ``fit``).
+    allow_binary : bool, default True
+        Accept the binary ``(n,)`` / ``(n, 1)`` shapes. False for arrays that are not logits
+        (probabilities, anchor positions).
 
     Raises
     ------
     ValueError
-        If the array is not 2-D, has fewer than 2 classes or no rows, holds NaN/inf, is not
-        numeric, or has a class count other than ``n_classes``.
+        If the array is not 2-D (or binary 1-D), has fewer than 2 classes or no rows, holds
+        NaN/inf, is not numeric, or has a class count other than ``n_classes``.
     """
     try:
         arr = np.asarray(logits)
@@ -43,33 +79,54 @@ def check_logits(logits: Any, name: str, n_classes: int | None = None) -> NDArra
         raise ValueError(f"{name} must be a numeric array; got dtype {arr.dtype}.")
     if np.issubdtype(arr.dtype, np.complexfloating):
         raise ValueError(f"{name} must be real-valued; got dtype {arr.dtype}.")
-    if arr.ndim != 2:
-        raise ValueError(
-            f"{name} must be a 2-D array of shape (n_samples, n_classes); got shape {arr.shape}."
+    binary = allow_binary and is_binary_shape(arr.shape)
+    if binary:
+        if arr.shape[0] == 0:
+            raise ValueError(f"{name} must have at least one row (sample); got shape {arr.shape}.")
+        if n_classes is not None and n_classes != 2:
+            raise ValueError(
+                f"{name} has shape {arr.shape}, the positive-class logits of a binary model "
+                f"(2 classes), but the estimator was fitted on {n_classes} classes; pass an "
+                f"array of shape (n_samples, {n_classes})."
+            )
+    elif arr.ndim != 2:
+        expected = (
+            "a 2-D array of shape (n_samples, n_classes), or binary positive-class logits of "
+            "shape (n_samples,) or (n_samples, 1)"
+            if allow_binary
+            else "a 2-D array of shape (n_samples, n_classes)"
         )
-    if arr.shape[0] == 0:
-        raise ValueError(f"{name} must have at least one row (sample); got shape {arr.shape}.")
-    if arr.shape[1] < 2:
-        raise ValueError(f"{name} must have at least 2 classes (columns); got shape {arr.shape}.")
-    if n_classes is not None and arr.shape[1] != n_classes:
-        raise ValueError(
-            f"{name} has {arr.shape[1]} classes but the estimator was fitted on {n_classes}."
-        )
+        raise ValueError(f"{name} must be {expected}; got shape {arr.shape}.")
+    else:
+        if arr.shape[0] == 0:
+            raise ValueError(f"{name} must have at least one row (sample); got shape {arr.shape}.")
+        if arr.shape[1] < 2:
+            raise ValueError(
+                f"{name} must have at least 2 classes (columns); got shape {arr.shape}."
+            )
+        if n_classes is not None and arr.shape[1] != n_classes:
+            raise ValueError(
+                f"{name} has {arr.shape[1]} classes but the estimator was fitted on {n_classes}."
+            )
     arr = arr.astype(np.float64, copy=False)
     finite = np.isfinite(arr)
     if not finite.all():
-        bad_rows = np.flatnonzero(~finite.all(axis=1))
+        bad_rows = np.flatnonzero(~finite.reshape(arr.shape[0], -1).all(axis=1))
         raise ValueError(
             f"{name} must be finite; got NaN or inf in {bad_rows.size} row(s), "
             f"first few: {bad_rows[:5].tolist()}."
         )
-    return arr
+    return binary_to_two_class(arr) if binary else arr
 
 
-def check_labels(labels: Any, name: str, n_samples: int, n_classes: int) -> NDArray[np.int64]:
+def check_labels(
+    labels: Any, name: str, n_samples: int, n_classes: int, *, binary_logits: bool = False
+) -> NDArray[np.int64]:
     """Return ``labels`` as an int64 vector of length ``n_samples`` with values in ``[0, n_classes)``.
 
     Float arrays are accepted only when every value is integral (e.g. ``3.0``).
+    ``binary_logits=True`` says the logits came as binary positive-class logits (``(n,)`` or
+    ``(n, 1)``), so the labels must be 0 or 1 and the message says so.
 
     Raises
     ------
@@ -94,6 +151,12 @@ def check_labels(labels: Any, name: str, n_samples: int, n_classes: int) -> NDAr
             )
     arr = arr.astype(np.int64)
     out = (arr < 0) | (arr >= n_classes)
+    if out.any() and binary_logits:
+        raise ValueError(
+            f"{name} must be 0 or 1 with binary positive-class logits of shape (n_samples,) or "
+            f"(n_samples, 1); got {int(out.sum())} values outside {{0, 1}}, "
+            f"first few: {arr[out][:5].tolist()}."
+        )
     if out.any():
         raise ValueError(
             f"{name} contains {int(out.sum())} values outside [0, {n_classes}); "
@@ -105,13 +168,22 @@ def check_labels(labels: Any, name: str, n_samples: int, n_classes: int) -> NDAr
 def check_val_inputs(val_logits: Any, val_labels: Any) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     """Validate a labelled validation set; warn if it is all correct or all wrong.
 
+    ``val_logits`` may be binary positive-class logits (``(n,)`` / ``(n, 1)``, see
+    :func:`check_logits`); the labels must then be 0 or 1.
+
     Returns
     -------
     val_logits : ndarray of shape (n_samples, n_classes), float64
     val_labels : ndarray of shape (n_samples,), int64
     """
+    try:
+        binary = is_binary_shape(np.shape(val_logits))
+    except ValueError:  # ragged input: check_logits reports it
+        binary = False
     logits = check_logits(val_logits, "val_logits")
-    labels = check_labels(val_labels, "val_labels", logits.shape[0], logits.shape[1])
+    labels = check_labels(
+        val_labels, "val_labels", logits.shape[0], logits.shape[1], binary_logits=binary
+    )
     acc = float(np.mean(logits.argmax(axis=1) == labels))
     if acc in (0.0, 1.0):
         warnings.warn(

@@ -43,7 +43,13 @@ from numpy.typing import NDArray
 from scipy.special import erfinv
 
 from . import _alsa_kernels as _k
-from ._validation import check_in_choices, check_labels, check_logits, check_number
+from ._validation import (
+    check_in_choices,
+    check_labels,
+    check_logits,
+    check_number,
+    is_binary_shape,
+)
 from .base import Estimator
 from .exceptions import ConvergenceWarning
 from .registry import register
@@ -75,6 +81,16 @@ RECTIFY_MODES: tuple[str, ...] = ("per-anchor", "total", "kernel", "none")
 OPTIMIZERS: tuple[str, ...] = ("adam", "rmsprop", "sgd")
 GRADIENTS: tuple[str, ...] = ("analytic", "autograd")
 SAMPLINGS: tuple[str, ...] = ("uniform", "stratified")
+#: Spaces the anchors live in (:func:`canonical_logits`). ``"raw"`` is the paper's.
+SPACES: tuple[str, ...] = ("augmented", "centered", "logprob", "raw")
+#: Stopping rules (:func:`fit_alsa_anchors`): ``"paper"`` is eq. (10) alone.
+STOP_RULES: tuple[str, ...] = ("fixed", "crossing", "paper")
+#: Default space, chosen by measurement (``benchmarks/tune_alsa.py``; ``docs/ALSA.md``).
+DEFAULT_SPACE = "augmented"
+#: Upper bound of ``n_anchors="auto"`` (the tuned k at n_val = 2,000).
+AUTO_ANCHORS_MAX = 300
+#: ``n_anchors="auto"`` uses one anchor per this many validation rows, up to the bound.
+AUTO_ANCHORS_ROWS_PER_ANCHOR = 4
 
 #: Defaults that depend on the kernel: ``v`` multiplies ``d**2`` in eq. (1) but ``d`` in eq. (5),
 #: so one variance scale gives very different widths. Chosen by ``benchmarks/tune_alsa.py``
@@ -128,6 +144,81 @@ def rectification_threshold(kernel: Kernel, alpha: float, peak: float = 6.0) -> 
 
 def _check_kernel(kernel: Any, owner: str) -> None:
     check_in_choices(kernel, "kernel", owner, KERNELS)
+
+
+def canonical_logits(
+    logits: Any, space: str = DEFAULT_SPACE, tau: float = 1.0
+) -> NDArray[np.float64]:
+    r"""Map logit rows into the space the anchors live in (float64).
+
+    With :math:`\bar z = \frac1c \sum_k z_k` the row mean:
+
+    * ``"raw"`` (the paper): :math:`z` itself. Adding a constant to a row (which softmax
+      ignores) changes its direction, hence ALSA's estimate.
+    * ``"centered"``: :math:`z - \bar z \mathbf 1`. Invariant to a per-row constant, but for
+      ``c = 2`` every centred row is :math:`\pm(-m/2, m/2)` with margin :math:`m = z_1 - z_0`,
+      so the cosine distance sees only the predicted class.
+    * ``"logprob"``: :math:`\log\mathrm{softmax}(z) = z - \log\sum_k e^{z_k}`. Invariant to a
+      per-row constant, not to rescaling (so not to temperature).
+    * ``"augmented"``: :math:`\tilde z = [\,z - \bar z \mathbf 1,\ \tau\,] \in \mathbb R^{c+1}`,
+      the centred logits plus one constant coordinate :math:`\tau`, the median norm of the
+      centred validation logits over :math:`\sqrt{c-1}` (fitted, :func:`augmented_tau`). The
+      cosine between two augmented rows depends on the direction of the centred logits *and*
+      on their norms relative to :math:`\tau`
+      (:math:`\angle(\tilde z, e_{c+1}) = \arctan(\|z - \bar z\mathbf 1\| / \tau)`), so the
+      softmax's confidence is visible even for ``c = 2``. Invariant to a per-row constant and to
+      rescaling validation and target logits together (``tau`` scales along), hence to
+      temperature scaling.
+
+    Parameters
+    ----------
+    logits : array-like of shape (n, c)
+    space : {"augmented", "centered", "logprob", "raw"}
+    tau : float, default 1.0
+        The constant coordinate of ``"augmented"``; ignored otherwise.
+
+    Returns
+    -------
+    ndarray of shape (n, c) or (n, c + 1) for ``"augmented"``, float64
+    """
+    check_in_choices(space, "space", "canonical_logits", SPACES)
+    z = np.asarray(logits, dtype=np.float64)
+    if space == "raw":
+        return z
+    if space == "logprob":
+        zm = z - z.max(axis=1, keepdims=True)
+        return zm - np.log(np.exp(zm).sum(axis=1, keepdims=True))
+    zc = z - z.mean(axis=1, keepdims=True)
+    if space == "centered":
+        return zc
+    return np.concatenate([zc, np.full((z.shape[0], 1), float(tau))], axis=1)
+
+
+def augmented_tau(val_logits: Any) -> float:
+    r"""The constant coordinate of the ``"augmented"`` space: the median centred-logit norm
+    per free dimension.
+
+    :math:`\tau = \mathrm{median}_i \|z_i - \bar z_i \mathbf 1\| / \sqrt{c - 1}` over the
+    validation rows (1.0 if that is 0): the centred logits span ``c - 1`` dimensions, and the
+    extra coordinate gets the typical magnitude of one of them (the RMS of a centred row's
+    coordinates), so it weighs like one more class direction. For ``c = 2`` a typical row sits at
+    45 degrees from the extra axis; for ``c = 10`` at about 72 degrees, so the angles between
+    rows, which carry the class structure, are not swamped by the common coordinate (with the
+    full median norm for every ``c``, ALSA lost 1-6 points on the 10-class problems).
+    """
+    zc = canonical_logits(val_logits, "centered")
+    c = zc.shape[1]
+    tau = float(np.median(np.linalg.norm(zc, axis=1))) / np.sqrt(max(c - 1, 1))
+    return tau if tau > 0 else 1.0
+
+
+def auto_n_anchors(n_val: int) -> int:
+    """``n_anchors="auto"``: ``min(300, max(1, n_val // 4))`` anchors.
+
+    300 is the tuned count at ``n_val = 2,000``; below 1,200 rows it falls to one anchor per
+    four validation rows, the ratio measured best on small validation sets (``docs/ALSA.md``).
+    """
+    return int(min(AUTO_ANCHORS_MAX, max(1, n_val // AUTO_ANCHORS_ROWS_PER_ANCHOR)))
 
 
 def normalize_freeze(freeze: Any, owner: str = "ALSA") -> frozenset[str]:
@@ -220,12 +311,21 @@ def _check_params(owner: str, params: Mapping[str, Any]) -> None:
         "optimizer": OPTIMIZERS,
         "gradient": GRADIENTS,
         "anchor_sampling": SAMPLINGS,
+        "space": SPACES,
+        "stop_rule": STOP_RULES,
     }
     for name, allowed in choices.items():
         if name in params:
             check_in_choices(params[name], name, owner, allowed)
-    for name in ("n_anchors", "chunk_size", "n_threads"):
-        if name in params and not (params[name] is None and name != "n_anchors"):
+    if "n_anchors" in params and params["n_anchors"] != "auto":
+        if isinstance(params["n_anchors"], str):
+            raise ValueError(
+                f"The 'n_anchors' parameter of {owner} must be a positive integer or 'auto'; "
+                f"got {params['n_anchors']!r}."
+            )
+        check_number(params["n_anchors"], "n_anchors", owner, low=1, integer=True)
+    for name in ("chunk_size", "n_threads"):
+        if name in params and params[name] is not None:
             check_number(params[name], name, owner, low=1, integer=True)
     for name in ("max_epochs", "min_epochs", "seed"):
         if name in params:
@@ -241,16 +341,10 @@ def _check_params(owner: str, params: Mapping[str, Any]) -> None:
         check_number(params["variance_mean"], "variance_mean", owner, low=0.0, low_open=True)
     if params.get("variance_std", None) is not None:
         check_number(params["variance_std"], "variance_std", owner, low=0.0)
-    if "center" in params and not isinstance(params["center"], (bool, np.bool_)):
+    if "calibrate" in params and not isinstance(params["calibrate"], (bool, np.bool_)):
         raise ValueError(
-            f"The 'center' parameter of {owner} must be a bool; got {params['center']!r}."
+            f"The 'calibrate' parameter of {owner} must be a bool; got {params['calibrate']!r}."
         )
-    if "min_epochs" in params and "max_epochs" in params:
-        if params["min_epochs"] > params["max_epochs"]:
-            raise ValueError(
-                f"The 'min_epochs' parameter of {owner} ({params['min_epochs']}) must not exceed "
-                f"'max_epochs' ({params['max_epochs']})."
-            )
     if "freeze" in params:
         normalize_freeze(params["freeze"], owner)
     if "device" in params:
@@ -260,12 +354,13 @@ def _check_params(owner: str, params: Mapping[str, Any]) -> None:
 # ============================================================================ results
 @dataclass(frozen=True)
 class ALSAAnchors:
-    """A fitted anchor set.
+    r"""A fitted anchor set.
 
     Attributes
     ----------
-    positions : ndarray of shape (k, c), float32
-        Anchor positions ``a_j`` in logit space (centred-logit space when ``center``).
+    positions : ndarray of shape (k, c) or (k, c + 1), float32
+        Anchor positions ``a_j`` in the anchors' space (:func:`canonical_logits`): logit units,
+        with the extra coordinate ``tau`` direction last for ``space="augmented"``.
     peaks : ndarray of shape (k,), float32
         Signed peak influences ``p_j``.
     variances : ndarray of shape (k,), float32
@@ -273,7 +368,15 @@ class ALSAAnchors:
     kernel : {"gaussian", "exponential"}
         Influence function: eq. (1) or eq. (5).
     center : bool
-        Whether logits are centred (row mean subtracted) before the cosine distance.
+        Legacy spelling of ``space="centered"``, used only when ``space`` is None.
+    space : {"augmented", "centered", "logprob", "raw"} or None
+        Space of the positions (:func:`canonical_logits`); None means ``"centered"`` if
+        ``center`` else ``"raw"`` (anchors stored before the space existed).
+    tau : float
+        The constant extra coordinate of ``"augmented"`` (:func:`augmented_tau`).
+    bias : float
+        Offset ``b`` added to the total influence, :math:`q = \sigma(I(z) + b)`, fitted after
+        training so that eq. (10) holds exactly on the validation set (0: the paper's form).
     """
 
     positions: NDArray[np.float32]
@@ -281,6 +384,20 @@ class ALSAAnchors:
     variances: NDArray[np.float32]
     kernel: Kernel = "gaussian"
     center: bool = False
+    space: str | None = None
+    tau: float = 1.0
+    bias: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.space is None:
+            object.__setattr__(self, "space", "centered" if self.center else "raw")
+        check_in_choices(self.space, "space", "ALSAAnchors", SPACES)
+
+    @property
+    def n_classes(self) -> int:
+        """Class count ``c`` of the logits these anchors score."""
+        width = int(np.shape(self.positions)[1])
+        return width - 1 if self.space == "augmented" else width
 
     @property
     def n_anchors(self) -> int:
@@ -299,7 +416,9 @@ class ALSAFit:
     n_epochs : int
         Parameter updates performed.
     stop_reason : str
-        ``"converged"`` (eq. 10 held), ``"max_epochs"`` (cap reached, a
+        ``"fixed"`` (``min_epochs`` updates done, ``stop_rule="fixed"``), ``"converged"`` (eq. 10
+        held), ``"crossed"`` (the gap changed sign, ``stop_rule="crossing"``), ``"max_epochs"``
+        (cap reached, a
         :class:`~estimators.exceptions.ConvergenceWarning` was issued) or ``"all_frozen"``.
     train_gap : float
         ``|mean q(val) - acc_S|`` of the returned anchors (float64 accumulation).
@@ -359,16 +478,28 @@ class ALSAPrediction:
 
 
 # ============================================================================ functional API
-def cosine_distance(logits: Any, positions: Any, *, center: bool = False) -> NDArray[np.float64]:
+def cosine_distance(
+    logits: Any,
+    positions: Any,
+    *,
+    space: str = "raw",
+    tau: float = 1.0,
+    center: bool = False,
+) -> NDArray[np.float64]:
     r"""Cosine distance (eq. 3) between every logit row and every anchor, in float64.
 
-    :math:`d(z, a) = 1 - \langle z, a\rangle / (\|z\|\,\|a\|)`, clipped to ``[0, 2]``; a zero
-    vector has distance 1 to everything. Builds the full (n, k) matrix: meant for small inputs.
+    :math:`d(z, a) = 1 - \langle \phi(z), a\rangle / (\|\phi(z)\|\,\|a\|)`, clipped to
+    ``[0, 2]``, where :math:`\phi` maps the logits into ``space`` (:func:`canonical_logits`;
+    ``"raw"``, the identity, is eq. 3 as printed) and ``positions`` already live in that space.
+    A zero vector has distance 1 to everything. Builds the full (n, k) matrix: meant for small
+    inputs. ``center=True`` is the legacy spelling of ``space="centered"``.
     """
-    z = check_logits(logits, "logits")
-    a = check_logits(positions, "positions", n_classes=z.shape[1])
-    if center:
-        z = z - z.mean(axis=1, keepdims=True)
+    if center and space == "raw":
+        space = "centered"
+    check_in_choices(space, "space", "cosine_distance", SPACES)
+    z = canonical_logits(check_logits(logits, "logits"), space, tau)
+    a = check_logits(positions, "positions", n_classes=z.shape[1], allow_binary=False)
+    if space == "centered":
         a = a - a.mean(axis=1, keepdims=True)
     zn = z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), _k.NORM_EPS)
     an = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), _k.NORM_EPS)
@@ -382,6 +513,8 @@ def alsa_influence(
     variances: Any,
     *,
     kernel: Kernel = "gaussian",
+    space: str = "raw",
+    tau: float = 1.0,
     center: bool = False,
     per_anchor: bool = True,
 ) -> NDArray[np.float64]:
@@ -397,13 +530,17 @@ def alsa_influence(
     positions : array-like of shape (k, c)
     peaks, variances : array-like of shape (k,)
     kernel : {"gaussian", "exponential"}, default "gaussian"
+    space : {"raw", "centered", "logprob", "augmented"}, default "raw"
+        Space of the positions; the logits are mapped into it (:func:`canonical_logits`).
+    tau : float, default 1.0
+        Extra coordinate of ``"augmented"``.
     center : bool, default False
-        Subtract each row's mean from logits and positions first.
+        Legacy spelling of ``space="centered"``.
     per_anchor : bool, default True
         Return the (n, k) per-anchor influences; else the (n,) total influence.
     """
     _check_kernel(kernel, "alsa_influence")
-    d = cosine_distance(logits, positions, center=center)
+    d = cosine_distance(logits, positions, space=space, tau=tau, center=center)
     p = np.asarray(peaks, dtype=np.float64).reshape(-1)
     v = np.asarray(variances, dtype=np.float64).reshape(-1)
     if p.shape[0] != d.shape[1] or v.shape[0] != d.shape[1]:
@@ -449,7 +586,7 @@ def fit_alsa_anchors(
     val_labels: Any,
     *,
     kernel: Kernel = "gaussian",
-    n_anchors: int = 300,
+    n_anchors: int | Literal["auto"] = "auto",
     peak: float = 6.0,
     variance_mean: float | Literal["auto"] | None = None,
     variance_std: float | None = None,
@@ -459,10 +596,12 @@ def fit_alsa_anchors(
     lr_peaks: float = 0.1,
     lr_variances: float = 0.1,
     max_epochs: int = 500,
-    min_epochs: int = 0,
+    min_epochs: int = 100,
     tol: float = 1e-5,
     alpha: float = 0.95,
-    center: bool = False,
+    space: str = DEFAULT_SPACE,
+    stop_rule: str = "fixed",
+    calibrate: bool = True,
     anchor_sampling: str = "stratified",
     gradient: str = "analytic",
     chunk_size: int | None = None,
@@ -475,21 +614,37 @@ def fit_alsa_anchors(
     Positions are sampled from the validation logits, peaks set to ``+peak`` / ``-peak`` by the
     correctness of the sampled row, variances drawn from
     :math:`N(\mu_v, \sigma_v^2)`. Then full-batch gradient steps on the mean BCE (eq. 9 / n)
-    run until :math:`|\frac1n \sum_i q(z_i) - \mathrm{acc}_S| <` ``tol`` (eq. 10), checked after
-    each forward pass before the update, or until ``max_epochs`` updates (then a
-    :class:`~estimators.exceptions.ConvergenceWarning`).
+    run until the stopping rule holds, checked after each forward pass before the update, or
+    until ``max_epochs`` updates (then a :class:`~estimators.exceptions.ConvergenceWarning`).
+    With :math:`g_t = \frac1n \sum_i q_t(z_i) - \mathrm{acc}_S` the signed gap after ``t``
+    updates, ``stop_rule="paper"`` stops when :math:`|g_t| <` ``tol`` (eq. 10);
+    ``stop_rule="crossing"`` also stops when :math:`g_t g_{t-1} < 0` and
+    :math:`\min(|g_t|, |g_{t-1}|) < 10^{-3}`: the gap changed sign, so eq. (10) held with equality
+    somewhere between the two parameter sets, one of which is within 0.1 point of it; the one
+    with the smaller :math:`|g|` is returned. ``stop_rule="fixed"`` (default) ignores the gap and
+    stops after exactly ``min_epochs`` updates; with ``calibrate=True`` eq. (10) then holds
+    exactly through the calibration offset. Both gap-based rules are knife edges: when the gap
+    hovers near 0 for many updates, which update first satisfies them is decided by float
+    rounding (a 1e-6 relative jitter of the inputs moved the crossing stop from 228 to 273
+    updates and the estimate by 1.1 points); a fixed count does not.
+
+    Logits are mapped into ``space`` (:func:`canonical_logits`) in float64, then rounded once to
+    float32, so float32 and float64 copies of the same numbers give the same fit.
 
     Parameters
     ----------
-    val_logits : array-like of shape (n, c)
-        Raw validation logits (not temperature-scaled, not log-probabilities).
+    val_logits : array-like of shape (n, c), (n,) or (n, 1)
+        Raw validation logits (not temperature-scaled); ``(n,)`` / ``(n, 1)`` are a binary
+        model's positive-class logits ``s``, read as ``[0, s]``.
     val_labels : array-like of shape (n,)
         Integer labels; only the correctness of ``argmax`` is used.
     kernel : {"gaussian", "exponential"}, default "gaussian"
         Eq. (1) (ALSA-G) or eq. (5) (ALSA-E).
-    n_anchors : int, default 300
-        ``k``; capped at ``n`` with a warning. Measured (``benchmarks/tune_alsa.py``, table in
-        ``docs/ALSA.md``): 300 and 1000 anchors tie, 100 is worse; 300 is 3x cheaper.
+    n_anchors : int or "auto", default "auto"
+        ``k``. ``"auto"``: :func:`auto_n_anchors`, ``min(300, n // 4)``, never more than the
+        validation rows, so no warning. An explicit ``k > n`` is capped at ``n`` with a warning.
+        Measured (``benchmarks/tune_alsa.py``, table in ``docs/ALSA.md``): at ``n = 2,000``, 300
+        and 1000 anchors tie, 100 is worse; 300 is 3x cheaper.
     peak : float, default 6.0
         Initial peak magnitude ``P``; App. E's "reliable maximum peak" (sigmoid(6) = 0.9975).
     variance_mean : float, "auto" or None, default None
@@ -516,16 +671,35 @@ def fit_alsa_anchors(
         eq. (10) most often and soonest (0.01 and 0.03 often ran into the cap).
     max_epochs : int, default 500
         Cap on parameter updates; above the slowest measured stop of the default configuration.
-    min_epochs : int, default 0
-        Updates performed before the stopping rule may fire (the paper has none; measured 50 gave
-        the same result).
+    min_epochs : int, default 100
+        With ``stop_rule="fixed"`` (default): the number of updates. Otherwise the updates
+        performed before the stopping rule may fire (the paper has none; a value above
+        ``max_epochs`` means the fit runs to ``max_epochs``). With
+        ``stop_rule="crossing"`` the gap first crosses ``acc_S`` within a few updates, before the
+        anchors have learned anything; 100 measured best on the tuning problems (``docs/ALSA.md``;
+        0 and 50 cost 0.3-2 points; a fixed 200 or 300 no better and less stable).
     tol : float, default 1e-5
         The paper's epsilon in eq. (10).
     alpha : float, default 0.95
         Only used by ``variance_mean="auto"``.
-    center : bool, default False
-        Subtract each logit row's mean before the cosine distance. The paper uses raw logits and
-        centring measured no better.
+    space : {"augmented", "centered", "logprob", "raw"}, default "augmented"
+        Where the anchors live (:func:`canonical_logits`). ``"raw"`` is the paper's logit space,
+        which depends on the arbitrary per-row offset of the logits and is blind to confidence
+        for ``c = 2``; ``"augmented"`` (centred logits plus the constant coordinate ``tau``) is
+        invariant to that offset and sees the confidence of binary models (measurements in
+        ``docs/ALSA.md``).
+    stop_rule : {"fixed", "crossing", "paper"}, default "fixed"
+        ``"fixed"``: exactly ``min_epochs`` updates (eq. 10 is met by ``calibrate``);
+        ``"paper"``: eq. (10) alone; ``"crossing"``: eq. (10) or a sign change of the gap (see
+        above). The paper's rule alone is a knife edge: whether some pass lands within 1e-5 of
+        ``acc_S`` depends on float rounding, and fits that miss it run on to ``max_epochs``.
+    calibrate : bool, default True
+        After training, fit the offset ``b`` of :math:`q = \sigma(I(z) + b)` so that eq. (10)
+        holds exactly (:math:`\frac1n\sum_i q(z_i) = \mathrm{acc}_S` to float64 rounding)
+        instead of to within the gap left by the stop. Full-batch Adam makes the mean of ``q``
+        oscillate around ``acc_S`` by up to about 1 point from one update to the next, and
+        float-rounding-level changes of the inputs shift that oscillation; the offset removes
+        the part of it that is a common shift of every influence. False is the paper's form.
     anchor_sampling : {"stratified", "uniform"}, default "stratified"
         ``"stratified"``: random rows without replacement, allocated proportionally to the
         (predicted class, correct) cells of the validation set, so the initial anchors mirror its
@@ -556,12 +730,15 @@ def fit_alsa_anchors(
         variance_mean = KERNEL_DEFAULTS[kernel]["variance_mean"]
     if variance_std is None:
         variance_std = KERNEL_DEFAULTS[kernel]["variance_std"]
+    binary = _is_binary(val_logits)
     z = check_logits(val_logits, "val_logits")
-    labels = check_labels(val_labels, "val_labels", z.shape[0], z.shape[1])
+    labels = check_labels(
+        val_labels, "val_labels", z.shape[0], z.shape[1], binary_logits=binary
+    )
     freeze_set = normalize_freeze(freeze, owner)
     dev = _resolve_device(device, owner)
     n = z.shape[0]
-    k = int(n_anchors)
+    k = auto_n_anchors(n) if n_anchors == "auto" else int(n_anchors)
     if k > n:
         warnings.warn(
             f"n_anchors={k} exceeds the {n} validation rows; using k={n} anchors (one per row).",
@@ -573,7 +750,9 @@ def fit_alsa_anchors(
     correct = predicted == labels
     rng = np.random.default_rng(seed)
     rows = _sample_anchor_rows(correct, predicted, k, anchor_sampling, rng)
-    zc = z - z.mean(axis=1, keepdims=True) if center else z
+    tau = augmented_tau(z) if space == "augmented" else 1.0
+    # canonical space in float64, then one rounding to float32 (the dtype of the kernels)
+    zc = canonical_logits(z, space, tau).astype(np.float32).astype(np.float64)
     norms = np.linalg.norm(zc, axis=1)
     scale = float(np.median(norms))
     if not scale > 0:
@@ -608,7 +787,13 @@ def fit_alsa_anchors(
             tol=float(tol),
             chunk=_auto_chunk(k, chunk_size, dev),
             gradient=gradient,
+            stop_rule=stop_rule,
         )
+        bias = 0.0
+        if calibrate and 0.0 < float(np.mean(correct)) < 1.0:
+            with torch.no_grad():
+                infl = _total_influence(U, A, p, v, kernel, _auto_chunk(k, chunk_size, dev))
+            bias = _calibration_bias(infl, float(np.mean(correct)))
         positions = (A.detach().cpu().numpy() * scale).astype(np.float32)
         peaks = p.detach().cpu().numpy().astype(np.float32)
         variances = v.detach().cpu().numpy().astype(np.float32)
@@ -616,7 +801,7 @@ def fit_alsa_anchors(
     if out.stop_reason == "max_epochs":
         warnings.warn(
             f"ALSA stopped at max_epochs={max_epochs} with |mean q(val) - acc_S| = "
-            f"{out.train_gap:.2e} >= tol={tol:g}: the paper's stopping rule (eq. 10) did not hold. "
+            f"{out.train_gap:.2e} >= tol={tol:g}: the stopping rule ({stop_rule!r}) did not hold. "
             "The anchors are usable (history_['gap'] shows how close the fit came); to reach the "
             "rule raise max_epochs, or change n_anchors or the learning rates (docs/ALSA.md).",
             ConvergenceWarning,
@@ -630,7 +815,16 @@ def fit_alsa_anchors(
         "gap": np.abs(mean_q - acc),
     }
     return ALSAFit(
-        anchors=ALSAAnchors(positions, peaks, variances, kernel=kernel, center=bool(center)),
+        anchors=ALSAAnchors(
+            positions,
+            peaks,
+            variances,
+            kernel=kernel,
+            center=space == "centered",
+            space=space,
+            tau=tau,
+            bias=bias,
+        ),
         n_epochs=out.n_epochs,
         stop_reason=out.stop_reason,
         train_gap=float(out.train_gap),
@@ -639,6 +833,49 @@ def fit_alsa_anchors(
         scale=scale,
         seconds=seconds,
     )
+
+
+def _total_influence(
+    U: Any, A: Any, p: Any, v: Any, kernel: Kernel, chunk: int
+) -> NDArray[np.float64]:
+    """Total influence ``I(z_i)`` (eq. 2) of every validation row, float64 on the host."""
+    import torch
+
+    W = A / A.norm(dim=1, keepdim=True).clamp_min(_k.NORM_EPS)
+    v2 = v * v
+    n = U.shape[0]
+    out = np.empty(n, dtype=np.float64)
+    buffers = _k.block_buffers(min(chunk, n), A.shape[0], kernel, U)
+    for s in range(0, n, chunk):
+        _, _, K = _k.kernel_block(U[s : s + chunk], W, v2, kernel, buffers)
+        out[s : s + chunk] = torch.mv(K, p).double().cpu().numpy()
+    return out
+
+
+def _calibration_bias(influence: NDArray[np.float64], accuracy: float) -> float:
+    r"""The ``b`` with :math:`\frac1n \sum_i \sigma(I_i + b) = \mathrm{acc}_S` (bisection).
+
+    The left side increases strictly with ``b``, so the root is unique; 200 bisection steps on
+    ``[-60, 60]`` in float64 reach it to rounding.
+    """
+    from scipy.special import expit
+
+    lo, hi = -60.0, 60.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if float(np.mean(expit(influence + mid))) < accuracy:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def _is_binary(logits: Any) -> bool:
+    """Whether ``logits`` has the binary positive-class shape ``(n,)`` / ``(n, 1)``."""
+    try:
+        return is_binary_shape(np.shape(logits))
+    except ValueError:
+        return False
 
 
 def _auto_variance_mean(a0: NDArray[np.float32], kernel: Kernel, alpha: float) -> float:
@@ -679,8 +916,10 @@ def alsa_predict(
 
     Parameters
     ----------
-    logits : array-like of shape (n, c)
-        Raw target logits.
+    logits : array-like of shape (n, c), (n,) or (n, 1)
+        Raw target logits (binary positive-class logits for ``(n,)`` / ``(n, 1)``), mapped
+        into the anchors' space (:func:`canonical_logits`) in float64 and rounded once to
+        float32.
     anchors : ALSAAnchors
     alpha : float in (0, 1), default 0.95
         Confidence interval of the cut-off (App. E).
@@ -714,7 +953,7 @@ def alsa_predict(
             f"anchors_); got {type(anchors).__name__}."
         )
     positions = np.asarray(anchors.positions, dtype=np.float32)
-    z = check_logits(logits, "logits", n_classes=positions.shape[1])
+    z = check_logits(logits, "logits", n_classes=anchors.n_classes)
     dev = _resolve_device(device, owner)
     kernel = anchors.kernel
     if rectify == "kernel":
@@ -729,18 +968,21 @@ def alsa_predict(
     rect = np.empty(n, dtype=bool)
     with _torch_threads(n_threads), torch.no_grad():
         A = torch.as_tensor(positions, device=dev)
-        W = _k.unit_rows(A, center=anchors.center)
+        W = _k.unit_rows(A, center=anchors.space == "centered")
         p = torch.as_tensor(np.asarray(anchors.peaks, dtype=np.float32), device=dev)
         v = torch.as_tensor(np.asarray(anchors.variances, dtype=np.float32), device=dev)
         v2 = v * v
         buffers = _k.block_buffers(min(chunk, n), k, kernel, W)
         for s in range(0, n, chunk):
-            zc = torch.as_tensor(z[s : s + chunk], dtype=torch.float32, device=dev)
-            U = _k.unit_rows(zc, center=anchors.center)
+            block = canonical_logits(z[s : s + chunk], anchors.space, anchors.tau)
+            zc = torch.as_tensor(block, dtype=torch.float32, device=dev)
+            U = _k.unit_rows(zc, center=False)
             I, q, mask = _k.predict_block(U, W, p, v2, kernel, rectify, threshold, buffers)
             infl[s : s + chunk] = I.double().cpu().numpy()
-            q_raw[s : s + chunk] = q.double().cpu().numpy()
             rect[s : s + chunk] = mask.cpu().numpy()
+    from scipy.special import expit
+
+    q_raw[:] = expit(infl + float(anchors.bias))  # eq. (4), with the calibration offset
     q_rec = np.where(rect, 1.0 / c, q_raw)
     return ALSAPrediction(q=q_rec, q_raw=q_raw, influence=infl, rectified=rect, threshold=threshold)
 
@@ -792,8 +1034,9 @@ class ALSA(Estimator):
     ----------
     kernel : {"gaussian", "exponential"}
         Influence function; ``alsa-g`` defaults to ``"gaussian"``, ``alsa-e`` to ``"exponential"``.
-    n_anchors : int, default 300
-        Number of anchors ``k`` (capped at the validation size).
+    n_anchors : int or "auto", default "auto"
+        Number of anchors ``k``; ``"auto"`` is ``min(300, n_val // 4)`` (:func:`auto_n_anchors`),
+        an explicit value above the validation size is capped with a warning.
     alpha : float in (0, 1), default 0.95
         Confidence interval of the rectification cut-off (App. E). 0.8-0.99 measured within
         about 0.1 point of each other with the default anchors.
@@ -818,14 +1061,23 @@ class ALSA(Estimator):
     lr_positions : float, default 0.01
         In units of the median validation logit norm.
     lr_peaks, lr_variances : float, default 0.1
-    min_epochs : int, default 0
-        Updates before the stopping rule may fire.
+    min_epochs : int, default 100
+        Updates performed (``stop_rule="fixed"``), or before the stopping rule may fire.
     tol : float, default 1e-5
         Stopping tolerance of eq. (10).
     rectify : {"per-anchor", "total", "kernel", "none"}, default "per-anchor"
         Rectification test (see :func:`alsa_predict`); per-anchor is App. E's reading.
-    center : bool, default False
-        Subtract each logit row's mean before the cosine distance.
+    space : {"augmented", "centered", "logprob", "raw"}, default "augmented"
+        Space the anchors live in (:func:`canonical_logits`): ``"augmented"`` = centred logits
+        plus a constant coordinate ``tau`` (median centred validation norm over
+        ``sqrt(c - 1)``), invariant to a
+        per-row constant and able to see confidence for ``c = 2``; ``"raw"`` is the paper's.
+    stop_rule : {"fixed", "crossing", "paper"}, default "fixed"
+        ``"fixed"``: exactly ``min_epochs`` updates, eq. (10) then met by the calibration
+        offset; ``"paper"``: eq. (10) only; ``"crossing"``: also stop when the gap changes sign.
+    calibrate : bool, default True
+        Fit the offset ``b`` of :math:`q = \sigma(I + b)` after training so that eq. (10) holds
+        exactly (False: the paper's form, ``b = 0``).
     anchor_sampling : {"stratified", "uniform"}, default "stratified"
     gradient : {"analytic", "autograd"}, default "analytic"
     chunk_size : int or None, default None
@@ -836,7 +1088,7 @@ class ALSA(Estimator):
 
     Attributes
     ----------
-    positions_ : ndarray of shape (k, c), float32
+    positions_ : ndarray of shape (k, c + 1) (augmented space) or (k, c), float32
         Fitted anchor positions in logit space (for plots).
     peaks_ : ndarray of shape (k,), float32
         Fitted signed peaks.
@@ -849,7 +1101,7 @@ class ALSA(Estimator):
     n_epochs_ : int
         Parameter updates performed.
     stop_reason_ : str
-        ``"converged"``, ``"max_epochs"`` or ``"all_frozen"``.
+        ``"fixed"``, ``"converged"``, ``"crossed"``, ``"max_epochs"`` or ``"all_frozen"``.
     train_gap_ : float
         Final ``|mean q(val) - acc_S|``.
     threshold_ : float
@@ -875,7 +1127,7 @@ class ALSA(Estimator):
         self,
         *,
         kernel: Kernel = "gaussian",
-        n_anchors: int = 300,
+        n_anchors: int | Literal["auto"] = "auto",
         alpha: float = 0.95,
         max_epochs: int = 500,
         seed: int = 0,
@@ -888,10 +1140,12 @@ class ALSA(Estimator):
         lr_positions: float = 0.01,
         lr_peaks: float = 0.1,
         lr_variances: float = 0.1,
-        min_epochs: int = 0,
+        min_epochs: int = 100,
         tol: float = 1e-5,
         rectify: RectifyMode = "per-anchor",
-        center: bool = False,
+        space: str = DEFAULT_SPACE,
+        stop_rule: str = "fixed",
+        calibrate: bool = True,
         anchor_sampling: str = "stratified",
         gradient: str = "analytic",
         chunk_size: int | None = None,
@@ -914,7 +1168,9 @@ class ALSA(Estimator):
         self.min_epochs = min_epochs
         self.tol = tol
         self.rectify = rectify
-        self.center = center
+        self.space = space
+        self.stop_rule = stop_rule
+        self.calibrate = calibrate
         self.anchor_sampling = anchor_sampling
         self.gradient = gradient
         self.chunk_size = chunk_size
@@ -967,7 +1223,9 @@ class ALSA(Estimator):
             min_epochs=self.min_epochs,
             tol=self.tol,
             alpha=self.alpha,
-            center=self.center,
+            space=self.space,
+            stop_rule=self.stop_rule,
+            calibrate=self.calibrate,
             anchor_sampling=self.anchor_sampling,
             gradient=self.gradient,
             chunk_size=self.chunk_size,
@@ -988,13 +1246,18 @@ class ALSA(Estimator):
             n_threads=self.n_threads,
         )
 
+    def _fitted_params(self) -> dict[str, Any]:
+        """The fitted ``tau`` of the augmented space, so stored anchors can be re-used."""
+        return {"space_tau": float(self.anchors_.tau), "bias": float(self.anchors_.bias)}
+
     def predict_proba_correct(self, logits: Any) -> NDArray[np.float64]:
         """Per-sample probability of a correct prediction after rectification (eq. 8).
 
         Parameters
         ----------
-        logits : array-like of shape (n, c)
-            Raw logits with the class count seen at ``fit``.
+        logits : array-like of shape (n, c), (n,) or (n, 1)
+            Raw logits with the class count seen at ``fit`` (binary positive-class logits for
+            the 1-D shapes).
 
         Returns
         -------
@@ -1017,6 +1280,10 @@ class ALSA(Estimator):
             "threshold": pred.threshold,
             "mean_q_unrectified": float(np.mean(pred.q_raw)),
             "n_anchors": self.anchors_.n_anchors,
+            "converged": self.stop_reason_ in ("fixed", "converged", "crossed"),
+            "space": self.anchors_.space,
+            "space_tau": self.anchors_.tau,
+            "bias": self.anchors_.bias,
             "fit_seconds": self.fit_seconds_,
             "device": self.device_,
         }

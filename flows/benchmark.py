@@ -111,13 +111,38 @@ def suite_datasets(suite: str) -> tuple[str, ...]:
     ValueError
         If no dataset belongs to ``suite`` (the message lists the suites).
     """
-    from tasks.datasets import DATASETS
+    from tasks.datasets import DATASETS, available_suites
 
     names = tuple(name for name, spec in DATASETS.items() if spec.suite == suite)
     if not names:
-        suites = sorted({spec.suite for spec in DATASETS.values()})
-        raise ValueError(f"suite must be one of {', '.join(suites)}; got {suite!r}.")
+        raise ValueError(f"suite must be one of {', '.join(available_suites())}; got {suite!r}.")
     return names
+
+
+def suite_modality(suite: str) -> str:
+    """The modality of a suite's datasets (a suite never mixes modalities).
+
+    Raises
+    ------
+    ValueError
+        If the suite is unknown or its datasets disagree.
+    """
+    from tasks.datasets import get_dataset_spec
+
+    modalities = {get_dataset_spec(d).modality for d in suite_datasets(suite)}
+    if len(modalities) != 1:
+        raise ValueError(f"suite {suite!r} mixes modalities {sorted(modalities)}.")
+    return modalities.pop()
+
+
+def offline_suites() -> tuple[str, ...]:
+    """Suites whose every dataset installs offline (``make bench``'s default), registry order."""
+    from tasks.datasets import DATASETS, available_suites
+
+    return tuple(
+        s for s in available_suites()
+        if all(not spec.online for spec in DATASETS.values() if spec.suite == s)
+    )
 
 
 def make_plan(
@@ -133,11 +158,13 @@ def make_plan(
     Parameters
     ----------
     suite : str
-        Suite name (datasets register under one, e.g. ``"fmnist"``).
+        Suite name (datasets register under one, e.g. ``"fmnist"``, ``"graph"``).
     datasets : sequence of str, optional
         A subset of the suite's datasets; default all of them.
     backbones : sequence of str, optional
-        Backbone keys; default every registered backbone.
+        Backbone keys; each must accept the suite's modality. Default every registered backbone
+        that does (``mlp``, ``lenet``, ``resnet`` for images; ``gcn``, ``sage``, ``gat``,
+        ``gin`` for graphs).
     seeds : int or sequence of int, optional
         A count (``3`` → seeds 0, 1, 2) or explicit seeds; default 1, or
         :data:`FULL_SEEDS` when ``full``.
@@ -151,12 +178,13 @@ def make_plan(
     Raises
     ------
     ValueError
-        If the suite, a dataset or a backbone is unknown, a name repeats, or the seeds are
-        invalid; the message lists the valid values.
+        If the suite, a dataset or a backbone is unknown, a backbone does not take the suite's
+        modality, a name repeats, or the seeds are invalid; the message lists the valid values.
     """
-    from tasks.backbones import available_backbones
+    from tasks.backbones import available_backbones, check_backbone
 
     suite_names = suite_datasets(suite)
+    modality = suite_modality(suite)
     if datasets is None:
         chosen = suite_names
     else:
@@ -167,19 +195,95 @@ def make_plan(
                 f"datasets must be from suite {suite!r} ({', '.join(suite_names)}); "
                 f"got {list(datasets)!r}."
             )
-    valid_backbones = available_backbones()
     if backbones is None or len(backbones) == 0:
-        chosen_b = tuple(valid_backbones)
+        chosen_b = available_backbones(modality)
     else:
         chosen_b = tuple(_unique(backbones, "backbones"))
-        unknown = [b for b in chosen_b if b not in valid_backbones]
+        valid = available_backbones()
+        unknown = [b for b in chosen_b if b not in valid]
         if unknown:
             raise ValueError(
-                f"backbone must be one of {', '.join(valid_backbones)}; got "
+                f"backbone must be one of {', '.join(valid)}; got "
                 f"{', '.join(map(repr, unknown))}."
             )
+        for name in chosen_b:
+            check_backbone(name, modality, chosen[0])
     seed_values = seeds_list(seeds if seeds is not None else (FULL_SEEDS if full else 1))
     return BenchmarkPlan(suite=suite, datasets=chosen, backbones=chosen_b, seeds=tuple(seed_values))
+
+
+def make_plans(
+    suites: Sequence[str] | None = None,
+    *,
+    datasets: Sequence[str] | None = None,
+    backbones: Sequence[str] | None = None,
+    seeds: int | Sequence[int] | None = None,
+    full: bool = False,
+) -> list[BenchmarkPlan]:
+    """Plans for several suites at once (the CLI's repeatable ``--suite``).
+
+    With no suites, every offline suite (:func:`offline_suites`) is a candidate; then explicit
+    ``backbones`` and ``datasets`` pick the suites they belong to (``--backbone gat`` alone
+    runs the graph suite). With explicit suites every given backbone must fit some suite and
+    every suite must get one; each suite keeps the given backbones of its modality.
+
+    Raises
+    ------
+    ValueError
+        As :func:`make_plan`, and when a backbone or dataset fits none of the suites.
+    """
+    from tasks.backbones import available_backbones, get_backbone_spec
+    from tasks.datasets import get_dataset_spec
+
+    explicit = suites is not None and len(suites) > 0
+    chosen = list(_unique(suites, "suites")) if explicit else list(offline_suites())
+    for s in chosen:
+        suite_datasets(s)
+    if datasets:
+        wanted = {get_dataset_spec(d).suite for d in datasets}
+        if explicit:
+            stray = [d for d in datasets if get_dataset_spec(d).suite not in chosen]
+            if stray:
+                raise ValueError(
+                    f"datasets must belong to the chosen suites ({', '.join(chosen)}); got "
+                    f"{', '.join(map(repr, stray))}."
+                )
+        chosen = [s for s in chosen if s in wanted] if explicit else sorted(
+            wanted, key=lambda s: (s not in chosen, s)
+        )
+    per_suite: dict[str, list[str] | None] = {s: None for s in chosen}
+    if backbones:
+        names = _unique(backbones, "backbones")
+        for name in names:
+            get_backbone_spec(name)
+        fits = {s: [b for b in names if get_backbone_spec(b).accepts(suite_modality(s))]
+                for s in chosen}
+        orphans = [b for b in names if not any(b in f for f in fits.values())]
+        if orphans:
+            b = orphans[0]
+            raise ValueError(
+                f"backbone {b!r} takes {'/'.join(get_backbone_spec(b).modalities)} inputs, but "
+                f"the suites {', '.join(chosen)} are "
+                f"{'/'.join(sorted({suite_modality(s) for s in chosen}))}; choose from "
+                + "; ".join(f"{s}: {', '.join(available_backbones(suite_modality(s)))}"
+                            for s in chosen) + "."
+            )
+        if explicit:
+            empty = [s for s in chosen if not fits[s]]
+            if empty:
+                s = empty[0]
+                raise ValueError(
+                    f"suite {s!r} is {suite_modality(s)}, and none of the backbones "
+                    f"{', '.join(names)} takes {suite_modality(s)} inputs; add one of "
+                    f"{', '.join(available_backbones(suite_modality(s)))}."
+                )
+        chosen = [s for s in chosen if fits[s]]
+        per_suite = {s: fits[s] for s in chosen}
+    plans = []
+    for s in chosen:
+        subset = [d for d in datasets if get_dataset_spec(d).suite == s] if datasets else None
+        plans.append(make_plan(s, datasets=subset, backbones=per_suite[s], seeds=seeds, full=full))
+    return plans
 
 
 def _unique(values: Sequence[str], name: str) -> list[str]:
@@ -249,6 +353,10 @@ def run_pipeline(
     logger = get_run_logger()
     result = PipelineResult(plan=plan)
     versions = {stage: stage_code_version(stage) for stage in STAGES[: last + 1]}
+    per_dataset = {
+        d: {s: stage_code_version(s, dataset=d) for s in ("download", "train", "extract")}
+        for d in plan.datasets
+    }
     db = str(db_path().resolve())
     methods_list = list(methods) if methods is not None else None
     params = {m: dict(p) for m, p in method_params.items()} if method_params else None
@@ -267,7 +375,7 @@ def run_pipeline(
     for dataset in plan.datasets:
         ds = note(*run_stage(
             download_task, "download", fresh, dataset, str(data_dir().resolve()),
-            versions["download"], key=dataset, check=output_exists,
+            per_dataset[dataset]["download"], key=dataset, check=output_exists,
         ))
         result.datasets.append(ds)
         if last < STAGES.index("train"):
@@ -277,7 +385,7 @@ def run_pipeline(
                 run_key = f"{dataset}.{backbone}.s{seed}"
                 ckpt = note(*run_stage(
                     train_task, "train", fresh, ds, backbone, seed, epochs, max_train_samples,
-                    device, str(checkpoint_dir().resolve()), versions["train"],
+                    device, str(checkpoint_dir().resolve()), per_dataset[dataset]["train"],
                     key=run_key, check=output_exists,
                 ))
                 result.checkpoints.append(ckpt)
@@ -285,14 +393,14 @@ def run_pipeline(
                     continue
                 logits = note(*run_stage(
                     extract_task, "extract", fresh, ckpt, plan.suite, db, device, batch_size,
-                    versions["extract"], key=run_key, check=output_exists,
+                    per_dataset[dataset]["extract"], key=run_key, check=output_exists,
                 ))
                 result.logits.append(logits)
                 if last < STAGES.index("estimate"):
                     continue
                 est = note(*run_stage(
                     estimate_task, "estimate", fresh, logits, methods_list, params,
-                    versions["estimate"], key=run_key,
+                    versions["estimate"], ckpt, key=run_key,
                     check=lambda ref: output_exists(ref, methods=methods_list),
                 ))
                 result.estimates.append(est)

@@ -86,7 +86,14 @@ def _guard(call: Callable[[], T], *, user_errors: tuple[type[BaseException], ...
 # ------------------------------------------------------------------------------------------ run
 @app.command("run")
 def run_command(
-    suite: Annotated[str, typer.Option(help="Benchmark suite.")] = "fmnist",
+    suite: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--suite", "-s",
+            help="Benchmark suite (repeatable): fmnist, graph, ogbn-arxiv; default every "
+            "offline suite (fmnist and graph).",
+        ),
+    ] = None,
     backbone: Annotated[
         list[str] | None,
         typer.Option("--backbone", "-b", help="Backbone (repeatable); default all."),
@@ -148,43 +155,50 @@ def run_command(
     seed_arg: int | list[int] | None = list(seed) if seed else seeds
 
     configure_environment()
-    from flows.benchmark import benchmark, make_plan, print_report
+    from flows.benchmark import benchmark, make_plans, print_report
 
-    plan = _guard(
-        lambda: make_plan(suite, datasets=dataset or None, backbones=backbone or None,
-                          seeds=seed_arg, full=full),
+    plans = _guard(
+        lambda: make_plans(suite or None, datasets=dataset or None, backbones=backbone or None,
+                           seeds=seed_arg, full=full),
         user_errors=(ValueError,),
     )
     if method:
         _guard(lambda: _check_methods(method), user_errors=(ValueError,))
+    if run_name and len(plans) > 1:
+        fail(f"--run-name names one report, but {len(plans)} suites were chosen "
+             f"({', '.join(p.suite for p in plans)}); give one --suite with it.")
+    _guard(lambda: _check_online(plans), user_errors=(ValueError, FileNotFoundError))
     refreshing = [s for s in STAGES if s in refresh_stages]
-    typer.echo(
-        f"alsa-bench run: suite {plan.suite}, datasets {', '.join(plan.datasets)}, backbones "
-        f"{', '.join(plan.backbones)}, seeds {', '.join(map(str, plan.seeds))}"
-        + (f", refresh {', '.join(refreshing)}" if refreshing else "")
-    )
-    start = time.perf_counter()
-    result = _guard(
-        lambda: benchmark(
-            suite=plan.suite, backbones=list(plan.backbones), seeds=list(plan.seeds),
-            refresh=sorted(refresh_stages) or None, full=full, datasets=list(plan.datasets),
-            epochs=epochs, max_train_samples=max_train_samples, device=device,
-            methods=list(method) if method else None, run_name=run_name,
-            publish_artifacts=artifacts,
-        ),
-        user_errors=(),
-    )
-    elapsed = time.perf_counter() - start
-    print_report(result.report)
-    counts = "; ".join(f"{stage} {c['ran']} ran, {c['cached']} cached"
-                       for stage, c in result.summary().items())
-    typer.echo(f"Benchmark finished in {elapsed:.1f} s ({counts}).")
-
-    if ablations:
+    for plan in plans:
+        typer.echo(
+            f"alsa-bench run: suite {plan.suite}, datasets {', '.join(plan.datasets)}, "
+            f"backbones {', '.join(plan.backbones)}, seeds {', '.join(map(str, plan.seeds))}"
+            + (f", refresh {', '.join(refreshing)}" if refreshing else "")
+        )
+    for plan in plans:
+        start = time.perf_counter()
+        result = _guard(
+            lambda plan=plan: benchmark(
+                suite=plan.suite, backbones=list(plan.backbones), seeds=list(plan.seeds),
+                refresh=sorted(refresh_stages) or None, full=full, datasets=list(plan.datasets),
+                epochs=epochs, max_train_samples=max_train_samples, device=device,
+                methods=list(method) if method else None, run_name=run_name,
+                publish_artifacts=artifacts,
+            ),
+            user_errors=(),
+        )
+        elapsed = time.perf_counter() - start
+        print_report(result.report)
+        counts = "; ".join(f"{stage} {c['ran']} ran, {c['cached']} cached"
+                           for stage, c in result.summary().items())
+        typer.echo(f"Suite {plan.suite} finished in {elapsed:.1f} s ({counts}).")
+    if not ablations:
+        return
+    for plan in plans:
         from flows.ablations import ablations as ablations_flow
 
         abl = _guard(
-            lambda: ablations_flow(
+            lambda plan=plan: ablations_flow(
                 suite=plan.suite, backbones=list(plan.backbones), seeds=list(plan.seeds),
                 datasets=list(plan.datasets), run_name=f"{run_name or plan.suite}-ablations",
                 publish_artifacts=artifacts,
@@ -195,14 +209,26 @@ def run_command(
 
 
 def _check_methods(methods: Sequence[str]) -> None:
-    from estimators import available_estimators
+    from tasks.estimate import all_method_names
 
-    unknown = [m for m in methods if m not in available_estimators()]
+    unknown = [m for m in methods if m not in all_method_names()]
     if unknown:
         raise ValueError(
-            f"method must be one of {', '.join(available_estimators())}; got "
+            f"method must be one of {', '.join(all_method_names())}; got "
             f"{', '.join(map(repr, unknown))}."
         )
+
+
+def _check_online(plans: Sequence[Any]) -> None:
+    """Fail fast, before Prefect starts, when an online dataset is not on this machine."""
+    from storage.paths import data_dir
+    from tasks.datasets import get_dataset_spec
+
+    for plan in plans:
+        for name in plan.datasets:
+            spec = get_dataset_spec(name)
+            if spec.online:
+                spec.stage(data_dir())  # verifies the files; raises one line when missing
 
 
 # ------------------------------------------------------------------------------------------ report
@@ -263,13 +289,25 @@ def report_command(
 #: The protocol section of docs/BENCHMARK.md: how the numbers were produced.
 BENCHMARK_PROTOCOL = """## Protocol
 
-Each run trains one classifier on a class-imbalanced subset of the Fashion-MNIST training images
-(class 0 : class 9 = 1 : 3, linear; paper App. H.2) and holds out validation images of the same
-source distribution. Every method is fitted on the validation logits and labels only, then scores
-every target split from its logits alone; true accuracies are computed afterwards by the evaluation
-step, which is the only code that reads target labels. The shift generators (corruptions at five
-severities, Dirichlet label shift, the 3-class sub-population remap, the MNIST-M style photo
-blend) are described in [SHIFTS.md](SHIFTS.md).
+**Images (`fmnist` suite).** Each run trains one classifier on a class-imbalanced subset of the
+Fashion-MNIST training images (class 0 : class 9 = 1 : 3, linear; paper App. H.2) and holds out
+validation images of the same source distribution; `fmnist-binary` uses the same images with
+binary labels (upper-body garment or not), `fmnist-coarse` 3 coarse classes with novel
+sub-classes in the targets. The shift generators (corruptions at five severities, Dirichlet label
+shift, the 3-class sub-population remap, the MNIST-M style photo blend) are described in
+[SHIFTS.md](SHIFTS.md).
+
+**Graphs (`graph` suite).** Each run trains a GNN (GCN, GraphSAGE, GAT, GIN; full batch, Adam
+1e-2, weight decay 5e-4, early stopping after 20 epochs) on the papers of `arxiv-sim` published
+up to 2010 and validates on 2012-2014 (paper App. F, H); targets are one split per test year
+2015-2020 on that year's snapshot (`temporal`, the paper's Table 2 and 3 rows), the held-out year
+2011 (`clean`), and edge drop, feature noise and class-prior shifts of 2011 (`structural`).
+GNNEvaluator (Zheng et al., 2023) is fitted on augmented copies of the validation graph with the
+trained GNN; it is the only method that sees more than logits.
+
+Every method is fitted on the validation logits and labels only, then scores every target split
+from its logits alone; true accuracies are computed afterwards by the evaluation step, which is
+the only code that reads target labels.
 
 No hyper-parameter was chosen with target labels:
 
@@ -277,11 +315,23 @@ No hyper-parameter was chosen with target labels:
 - the ATC thresholds are fitted on validation scores (exact finite-sample rule, METHODS §5);
 - IM uses the 10 equal-width bins that the ATC paper (App. E) found best on its own data;
 - COT's label marginal is the validation label frequencies;
-- ALSA's open choices (anchor count, variance initialisation, learning rates, alpha, ...) were
-  set on two independent problems (scikit-learn's digits with an MLP, Gaussian blobs with logistic
-  regression; `benchmarks/tune_alsa.py`, results in [ALSA.md](ALSA.md)) that share no data with
-  this benchmark.
+- ALSA's open choices (anchor count, variance initialisation, learning rates, alpha, the
+  canonical logit space, the stopping rule) were set on independent problems (scikit-learn's
+  digits with an MLP, Gaussian blobs with logistic regression, binary digits and breast-cancer
+  problems; `benchmarks/tune_alsa.py`, `benchmarks/tune_alsa_invariance.py`, results in
+  [ALSA.md](ALSA.md)) that share no data with this benchmark;
+- GNNEvaluator's settings (meta-graph count, reference nodes, optimiser) were set on synthetic
+  graphs in its tests and bounded for cost (`tasks/gnnevaluator.py`).
+
+ALSA runs in its canonical space by default (centred logits plus one constant coordinate, so
+that adding a constant to a row of logits changes nothing, and binary classifiers are not blind;
+[ALSA.md](ALSA.md)); the paper's raw-logit form is `space="raw"`, compared below.
 """
+
+
+#: Files of the docs folder appended to docs/BENCHMARK.md when present: measurements that the
+#: pipeline does not make itself (each states the command that produced it).
+BENCHMARK_APPENDICES: tuple[str, ...] = ("benchmark-alsa-spaces.md",)
 
 
 def write_benchmark_doc(report_folder: Path, docs_dir: Path) -> Path:
@@ -338,6 +388,10 @@ def write_benchmark_doc(report_folder: Path, docs_dir: Path) -> Path:
         BENCHMARK_PROTOCOL,
         body.lstrip("\n"),
     ]
+    for appendix in BENCHMARK_APPENDICES:
+        extra = docs_dir / appendix
+        if extra.is_file():  # hand-measured sections, each saying the command behind it
+            lines += ["", extra.read_text(encoding="utf-8").rstrip("\n"), ""]
     docs_dir.mkdir(parents=True, exist_ok=True)
     target = docs_dir / "BENCHMARK.md"
     target.write_text("\n".join(lines), encoding="utf-8")

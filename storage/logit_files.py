@@ -3,7 +3,8 @@
 Accepted layouts
 ----------------
 ``.npz``
-    An array ``logits`` of shape ``(n_samples, n_classes)`` and, optionally, ``labels`` of shape
+    An array ``logits`` of shape ``(n_samples, n_classes)`` (or a binary model's positive-class
+    logits ``s`` of shape ``(n_samples,)`` / ``(n_samples, 1)``, returned as ``[0, s]``) and, optionally, ``labels`` of shape
     ``(n_samples,)`` (integer class indices). Written e.g. with
     ``np.savez(path, logits=logits, labels=labels)``.
 ``.parquet``
@@ -196,16 +197,20 @@ def _as_logits(array: np.ndarray, file: Path) -> NDArray[np.float64]:
         raise ValueError(f"{file}: logits must be numeric; got dtype {array.dtype}.")
     if np.issubdtype(array.dtype, np.complexfloating):
         raise ValueError(f"{file}: logits must be real-valued; got dtype {array.dtype}.")
+    if array.ndim == 1 or (array.ndim == 2 and array.shape[1] == 1):
+        if array.shape[0] == 0:
+            raise ValueError(f"{file}: logits has no rows.")
+        # a binary model's positive-class logits s: [0, s] per row (estimators/_validation.py)
+        s = np.asarray(array, dtype=np.float64).reshape(-1)
+        return np.stack([np.zeros_like(s), s], axis=1)
     if array.ndim != 2:
         raise ValueError(
-            f"{file}: logits must be a 2-D array (n_samples, n_classes); got shape {array.shape}."
+            f"{file}: logits must be a 2-D array (n_samples, n_classes), or a binary model's "
+            f"positive-class logits of shape (n_samples,) or (n_samples, 1); got shape "
+            f"{array.shape}."
         )
     if array.shape[0] == 0:
         raise ValueError(f"{file}: logits has no rows.")
-    if array.shape[1] < 2:
-        raise ValueError(
-            f"{file}: logits must have at least 2 classes (columns); got shape {array.shape}."
-        )
     return np.asarray(array, dtype=np.float64)
 
 

@@ -35,7 +35,8 @@ from storage.estimates import EstimateRow, estimates_digest, write_estimates
 from storage.logits import list_splits, read_target_logits, read_val
 from storage.paths import db_path
 from storage.runs import get_run
-from tasks.refs import EstimatesRef
+from tasks.model_aware import MODEL_AWARE_METHODS, model_aware_rows
+from tasks.refs import CheckpointRef, EstimatesRef
 
 logger = logging.getLogger("tasks.estimate")
 
@@ -43,26 +44,31 @@ logger = logging.getLogger("tasks.estimate")
 ANCHOR_ATTRIBUTES: tuple[str, str, str] = ("positions_", "peaks_", "variances_")
 
 
+def all_method_names() -> tuple[str, ...]:
+    """Every method the estimate stage can run: the estimator registry, then model-aware ones."""
+    return (*available_estimators(), *MODEL_AWARE_METHODS)
+
+
 def _resolve_methods(
     methods: Sequence[str] | None, method_params: Mapping[str, Mapping[str, Any]] | None
 ) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    """Check the method list and per-method parameters; default to every registered method."""
+    """Check the method list and per-method parameters; default to every method."""
     if isinstance(methods, str):
         raise ValueError(
             f"methods must be a sequence of registry keys, not a single string; got {methods!r} "
             f"(did you mean [{methods!r}]?)."
         )
-    names = list(available_estimators()) if methods is None else list(methods)
+    names = list(all_method_names()) if methods is None else list(methods)
     if not names:
         raise ValueError(
             f"methods must name at least one estimator; got an empty list. "
-            f"Available: {', '.join(available_estimators())}."
+            f"Available: {', '.join(all_method_names())}."
         )
-    unknown = [m for m in names if m not in available_estimators()]
+    unknown = [m for m in names if m not in all_method_names()]
     if unknown:
         raise ValueError(
             f"Unknown estimator(s) {unknown} in methods; available: "
-            f"{', '.join(available_estimators())}."
+            f"{', '.join(all_method_names())}."
         )
     repeated = sorted({m for m in names if names.count(m) > 1})
     if repeated:
@@ -124,6 +130,36 @@ def _anchors_of(
     return positions, peaks, variances
 
 
+def _split_model_aware(
+    names: list[str], defaulted: bool, run_key: str, checkpoint: CheckpointRef | None
+) -> tuple[list[str], list[str]]:
+    """Separate logit estimators from model-aware methods that apply to this run."""
+    from tasks.datasets import get_dataset_spec
+
+    asked = [m for m in names if m in MODEL_AWARE_METHODS]
+    if not asked:
+        return names, []
+    modality = None
+    if checkpoint is not None:
+        if checkpoint.run_key != run_key:
+            raise ValueError(
+                f"checkpoint belongs to run {checkpoint.run_key!r}, not {run_key!r}."
+            )
+        modality = get_dataset_spec(checkpoint.dataset).modality
+    usable = [m for m in asked if modality in MODEL_AWARE_METHODS[m]]
+    if not defaulted:
+        refused = [m for m in asked if m not in usable]
+        if refused:
+            m = refused[0]
+            why = ("no checkpoint was given" if checkpoint is None
+                   else f"run {run_key!r} is {modality}")
+            raise ValueError(
+                f"method {m!r} needs the trained model of a "
+                f"{'/'.join(MODEL_AWARE_METHODS[m])} run, but {why}."
+            )
+    return [m for m in names if m not in MODEL_AWARE_METHODS], usable
+
+
 def estimate_run(
     run_key: str,
     *,
@@ -131,6 +167,7 @@ def estimate_run(
     method_params: Mapping[str, Mapping[str, Any]] | None = None,
     db: str | Path | None = None,
     code_version: str = "",
+    checkpoint: CheckpointRef | None = None,
 ) -> EstimatesRef:
     """Fit each estimator on a run's validation split and estimate every target split.
 
@@ -152,6 +189,10 @@ def estimate_run(
         DuckDB file; default :func:`storage.paths.db_path`.
     code_version : str, default ""
         Stored with every row, for provenance.
+    checkpoint : CheckpointRef, optional
+        The run's trained classifier, for model-aware methods (``gnnevaluator`` on graph
+        runs, :mod:`tasks.model_aware`). Without it, or on a run of another modality, those
+        methods are skipped when ``methods`` is None and refused when named.
 
     Returns
     -------
@@ -173,6 +214,7 @@ def estimate_run(
         raise ValueError(f"run_key must be a non-empty string; got {run_key!r}.")
     names, params = _resolve_methods(methods, method_params)
     path = Path(db) if db is not None else db_path()
+    names, model_aware = _split_model_aware(names, methods is None, run_key, checkpoint)
     if not path.is_file():
         raise NotFoundError(
             f"No benchmark database at {str(path)!r}; run the extract stage for {run_key!r} first."
@@ -252,6 +294,13 @@ def estimate_run(
             len(fitted),
         )
         del target_logits
+
+    for method in model_aware:
+        assert checkpoint is not None
+        rows.extend(model_aware_rows(
+            method, checkpoint, targets, params=params.get(method, {}),
+            code_version=code_version,
+        ))
 
     anchors = {m: a for m, est in fitted.items() if (a := _anchors_of(est)) is not None}
     with connect(path) as con:

@@ -3,10 +3,13 @@
 The checkpoint's staged dataset is found (under the root recorded at training, else
 ``storage.paths.data_dir()``) and the digest of its raw files checked against the one recorded
 at training; the validation split is re-drawn with the dataset's fixed split seed (the same
-images the training run held out), and the target splits come from the shift cache
-(:mod:`tasks.shifts.cache`, generated on first use). All logits are computed first, with the
-model in eval mode and no gradients; then one short writable DuckDB connection stores the run
-row and every split, each split replaced in its own transaction.
+samples the training run held out), and the target splits come from the shift cache
+(:mod:`tasks.shifts.cache`, generated on first use). Logits come from the modality's adapter
+(:mod:`tasks.modalities`): batches of images, or one full-batch pass over each split's graph.
+All logits are computed and checked first (one row per sample, ``n_classes`` columns, finite,
+labels in range), with the model in eval mode and no gradients; only then does one short
+writable DuckDB connection store the run row and every split, each split replaced in its own
+transaction. A split that fails the checks leaves the database untouched.
 
 Splits written (``storage.logits.SplitInfo``):
 
@@ -28,18 +31,13 @@ from storage.db import connect
 from storage.logits import SplitInfo, run_digest, write_split
 from storage.paths import data_dir, db_path
 from storage.runs import RunInfo, upsert_run
-from tasks.backbones import get_backbone
+from tasks.backbones import check_backbone, get_backbone
 from tasks.datasets import get_dataset_spec
 from tasks.datasets._files import file_digest, files_digest
+from tasks.modalities import get_adapter
 from tasks.refs import CheckpointRef, DatasetRef, LogitsRef
 from tasks.shifts.cache import iter_target_splits
-from tasks.train import (
-    limited_threads,
-    load_checkpoint,
-    predict_logits,
-    read_sidecar,
-    resolve_device,
-)
+from tasks.train import limited_threads, load_checkpoint, read_sidecar, resolve_device
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +46,7 @@ VAL_FAMILY = "source"
 VAL_SHIFT = "val"
 
 
-def _dataset_ref(checkpoint: CheckpointRef, meta: dict, sidecar: dict) -> DatasetRef:
+def staged_dataset(checkpoint: CheckpointRef, meta: dict, sidecar: dict) -> DatasetRef:
     """Find the checkpoint's staged dataset and check it is the data the model was trained on."""
     spec = get_dataset_spec(checkpoint.dataset)
     expected = str(meta.get("dataset_sha256"))
@@ -69,6 +67,26 @@ def _dataset_ref(checkpoint: CheckpointRef, meta: dict, sidecar: dict) -> Datase
         f"{expected[:12]}) is not staged: {'; '.join(found)}. Re-run the download and train "
         f"stages."
     )
+
+
+def _checked(
+    info: SplitInfo, logits: np.ndarray, labels: np.ndarray, n_classes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The split's logits and labels after the checks of the module docstring."""
+    labels = np.asarray(labels)
+    if logits.ndim != 2 or logits.shape != (labels.shape[0], n_classes):
+        raise ValueError(
+            f"split {info.split!r}: expected logits of shape ({labels.shape[0]}, {n_classes}) "
+            f"(one row per labelled sample, one column per class); got {logits.shape}."
+        )
+    if labels.size and (labels.min() < 0 or labels.max() >= n_classes):
+        raise ValueError(
+            f"split {info.split!r} has label {int(labels.max())}, outside 0..{n_classes - 1}: the "
+            f"class counts of the model and of the split disagree."
+        )
+    if not np.all(np.isfinite(logits)):
+        raise ValueError(f"split {info.split!r}: the model produced NaN or infinite logits.")
+    return logits, labels.astype(np.int64, copy=False)
 
 
 def extract_logits(
@@ -110,7 +128,9 @@ def extract_logits(
         If the checkpoint file is missing.
     ValueError
         If the checkpoint file changed since training, belongs to another run, the staged
-        dataset differs from the one trained on, or an argument is invalid.
+        dataset differs from the one trained on, the backbone does not take the dataset's
+        modality, a split's labels or logits do not match the model's classes, or an argument
+        is invalid. Nothing is written then.
     storage.errors.StorageLockedError
         If another process holds the database for longer than the retries.
     """
@@ -144,26 +164,33 @@ def extract_logits(
         )
     sidecar = read_sidecar(path)
     dev = resolve_device(device)
-    dataset = _dataset_ref(checkpoint, meta, sidecar)
+    dataset = staged_dataset(checkpoint, meta, sidecar)
     database = Path(db) if db is not None else db_path()
+
+    check_backbone(checkpoint.backbone, spec.modality, spec.name)
+    adapter = get_adapter(spec.modality)
 
     t0 = time.perf_counter()
     computed: list[tuple[SplitInfo, np.ndarray, np.ndarray]] = []
     with limited_threads():
         n_classes, input_shape = int(meta["n_classes"]), tuple(meta["input_shape"])
+        if n_classes != spec.n_classes:
+            raise ValueError(
+                f"checkpoint {checkpoint.run_key!r} has {n_classes} classes but dataset "
+                f"{spec.name!r} has {spec.n_classes}; re-run the train stage."
+            )
         model = get_backbone(checkpoint.backbone, n_classes, input_shape)
         model.load_state_dict(state, strict=True)
         model.to(dev).eval()
 
         source = spec.load_source(Path(dataset.root))
-        val_logits = predict_logits(model, spec.to_inputs(source.val_x), dev, batch_size)
-        computed.append(
-            (SplitInfo("val", "val", VAL_FAMILY, VAL_SHIFT, None), val_logits, source.val_y)
-        )
-        for split, images, labels in iter_target_splits(dataset):
-            logits = predict_logits(model, spec.to_inputs(images), dev, batch_size)
+        val_logits = adapter.predict(model, spec, source.val_x, dev, batch_size)
+        val_info = SplitInfo("val", "val", VAL_FAMILY, VAL_SHIFT, None)
+        computed.append((val_info, *_checked(val_info, val_logits, source.val_y, n_classes)))
+        for split, samples, labels in iter_target_splits(dataset):
+            logits = adapter.predict(model, spec, samples, dev, batch_size)
             info = SplitInfo(split.name, "target", split.shift_family, split.shift, split.severity)
-            computed.append((info, logits, labels))
+            computed.append((info, *_checked(info, logits, labels, n_classes)))
     del model
     compute_seconds = time.perf_counter() - t0
 

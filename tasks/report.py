@@ -48,15 +48,19 @@ REQUIRED_COLUMNS: Final[tuple[str, ...]] = (
     "estimated_accuracy",
     "true_accuracy",
 )
+#: The shift family whose splits are test years (graph suites).
+TEMPORAL_FAMILY: Final[str] = "temporal"
+
 #: Name of the pseudo shift family that pools every target split of a dataset.
 ALL_FAMILIES: Final[str] = "all"
 #: Preferred display order of methods; others follow alphabetically.
 METHOD_ORDER: Final[tuple[str, ...]] = (
-    "ac", "doc", "im", "atc-mc", "atc-ne", "cot", "alsa-e", "alsa-g",
+    "ac", "doc", "im", "atc-mc", "atc-ne", "cot", "gnnevaluator", "alsa-e", "alsa-g",
 )
 #: Preferred display order of shift families; others follow alphabetically, ``all`` comes last.
 FAMILY_ORDER: Final[tuple[str, ...]] = (
     "clean", "natural", "synthetic", "label_shift", "domain", "subpopulation", "temporal",
+    "structural",
 )
 #: File in a report folder naming what the report covers (see :func:`read_fingerprint`).
 FINGERPRINT_FILE: Final[str] = ".fingerprint"
@@ -108,13 +112,59 @@ def build_report_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     rows = _target_rows(df)
     mae = _mae_long(rows)
     corr = _correlation_long(rows)
-    return {
+    out = {
         "mae": mae,
         "mae_table": _mae_wide(mae),
         "correlation": corr,
         "correlation_table": _correlation_wide(corr),
         "rows": rows,
     }
+    temporal = rows[rows["shift_family"] == TEMPORAL_FAMILY]
+    if not temporal.empty:
+        out["temporal_mae_table"] = temporal_mae_table(temporal)
+        out["temporal_correlation_table"] = _correlation_wide(_correlation_long(temporal))
+    return out
+
+
+def temporal_mae_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Table 2 layout: MAE over the test years per backbone × method, plus AVG.
+
+    Parameters
+    ----------
+    rows : DataFrame
+        Target rows of the ``temporal`` family (one or more datasets).
+
+    Returns
+    -------
+    DataFrame
+        Index (suite, dataset, backbone) with a last ``AVG.`` row per dataset (the mean over
+        backbones of the per-backbone means, as in the paper); one column per method, cells
+        ``mean ± std`` over seeds, the best of each row in bold.
+    """
+    per_seed = (
+        rows.groupby(_ROW_CORR + ["method", "seed"], sort=False)["abs_error_pp"].mean()
+        .rename("mae").reset_index()
+    )
+    mae = (
+        per_seed.groupby(_ROW_CORR + ["method"], sort=False)["mae"]
+        .agg(mae_mean="mean",
+             mae_std=lambda s: float(s.std(ddof=1)) if len(s) > 1 else math.nan)
+        .reset_index()
+    )
+    avg = (
+        mae.groupby(["suite", "dataset", "method"], sort=False)["mae_mean"].mean()
+        .rename("mae_mean").reset_index().assign(backbone="AVG.", mae_std=math.nan)
+    )
+    both = pd.concat([mae, avg], ignore_index=True)
+    both["best"] = _mark_best(both, _ROW_CORR, "mae_mean", lowest=True)
+    methods = _methods_in_order(both["method"].tolist())
+    both["cell"] = [_fmt_mae(m, s, b) for m, s, b in
+                    zip(both["mae_mean"], both["mae_std"], both["best"])]
+    wide = both.pivot(index=_ROW_CORR, columns="method", values="cell").reindex(columns=methods)
+    order = sorted(wide.index, key=lambda k: (k[0], k[1], k[2] == "AVG.", k[2]))
+    wide = wide.reindex(pd.MultiIndex.from_tuples(order, names=_ROW_CORR)).fillna("–")
+    wide.columns.name = None
+    return wide
 
 
 def _target_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -394,6 +444,22 @@ def render_markdown(
         _markdown_table(tables["correlation_table"]),
         "",
     ]
+    if "temporal_mae_table" in tables:
+        lines += [
+            "## Temporal shift (paper Table 2 and Table 3 layout)",
+            "",
+            "Graph datasets trained on papers up to 2010 and validated on 2012-2014; one target "
+            "split per test year 2015-2020. MAE (percentage points) over the test years, mean ± "
+            "std over seeds, with the paper's `AVG.` over backbones:",
+            "",
+            _markdown_table(tables["temporal_mae_table"]),
+            "",
+            "R² against y = x and Pearson ρ of estimated vs true accuracy across the test years "
+            "(and seeds):",
+            "",
+            _markdown_table(tables["temporal_correlation_table"]),
+            "",
+        ]
     if images:
         lines += ["## Figures", ""]
         for caption, target in images:
@@ -469,6 +535,56 @@ def plot_scatter(rows: pd.DataFrame, *, title: str) -> "Figure":
         ax.set_ylabel("estimated accuracy", fontsize=8)
     for ax in axes[-1, :]:
         ax.set_xlabel("true accuracy", fontsize=8)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(6, len(labels)), fontsize=7,
+               frameon=False)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def plot_temporal(rows: pd.DataFrame, *, title: str) -> "Figure":
+    """True and estimated accuracy by test year, one panel per backbone (paper Fig. 8 style).
+
+    Parameters
+    ----------
+    rows : DataFrame
+        Target rows of the ``temporal`` family of one dataset (``shift`` holds the year).
+    title : str
+        Figure title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Per backbone: the true accuracy (black, thick) and every method's estimate, each the
+        mean over seeds, with the seeds' range of the true accuracy shaded.
+    """
+    plt = _pyplot()
+    data = rows.assign(year=rows["shift"].astype(int))
+    backbones = sorted(data["backbone"].astype(str).unique())
+    methods = _methods_in_order(data["method"].tolist())
+    ncols = min(4, len(backbones))
+    nrows = math.ceil(len(backbones) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 3.0 * nrows + 0.8),
+                             squeeze=False, sharey=True, layout="constrained")
+    colors = plt.get_cmap("tab10")
+    for ax, backbone in zip(axes.flat, backbones):
+        sub = data[data["backbone"].astype(str) == backbone]
+        truth = sub.drop_duplicates(["seed", "year"]).groupby("year")["true_accuracy"]
+        years = truth.mean().index.to_numpy()
+        ax.fill_between(years, truth.min(), truth.max(), color="0.85", zorder=1)
+        ax.plot(years, truth.mean(), color="black", lw=2.4, label="true", zorder=4)
+        for mi, method in enumerate(methods):
+            est = sub[sub["method"] == method].groupby("year")["estimated_accuracy"].mean()
+            ax.plot(est.index, est.values, marker="o", ms=3, lw=1.2, color=colors(mi % 10),
+                    label=method, zorder=3)
+        ax.set_title(backbone, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel("test year", fontsize=8)
+    for ax in axes.flat[len(backbones):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("accuracy", fontsize=8)
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=min(6, len(labels)), fontsize=7,
                frameon=False)
@@ -802,6 +918,13 @@ def write_report(
         file = f"scatter-{artifact_key(str(dataset))}.png"
         fig = plot_scatter(sub, title=f"{suite} / {dataset}: estimated vs true accuracy")
         pngs.append((f"Estimated vs true accuracy, {dataset}", file, _save_png(fig, folder / file)))
+    for (suite, dataset), sub in rows[rows["shift_family"] == TEMPORAL_FAMILY].groupby(
+        ["suite", "dataset"], sort=True
+    ):
+        file = f"temporal-{artifact_key(str(dataset))}.png"
+        fig = plot_temporal(sub, title=f"{suite} / {dataset}: accuracy by test year")
+        pngs.append((f"True and estimated accuracy by year, {dataset}", file,
+                     _save_png(fig, folder / file)))
     for stem, caption, fig in plot_ablations(rows):
         pngs.append((caption, f"{stem}.png", _save_png(fig, folder / f"{stem}.png")))
     for run_key, fig in anchor_figs:
@@ -887,7 +1010,8 @@ def _anchor_figures(con: Any, rows: pd.DataFrame) -> list[tuple[str, "Figure"]]:
         except NotFoundError:
             continue
         figs.append((run_key, plot_alsa_anchors(
-            positions=np.asarray(anchors.positions, dtype=float),
+            # the logit coordinates (an augmented space adds its constant coordinate last)
+            positions=np.asarray(anchors.positions, dtype=float)[:, : val_logits.shape[1]],
             peaks=np.asarray(anchors.peaks, dtype=float),
             variances=np.asarray(anchors.variances, dtype=float),
             val_logits=np.asarray(val_logits, dtype=float),
@@ -914,6 +1038,9 @@ def _fitted_alsa(con: Any, run_key: str, method: str) -> tuple[Any, Any]:
         variances=np.asarray(variances, dtype=np.float32),
         kernel=params.get("kernel", "gaussian"),
         center=bool(params.get("center", False)),
+        space=params.get("space", "centered" if params.get("center") else "raw"),
+        tau=float(params.get("space_tau", 1.0)),
+        bias=float(params.get("bias", 0.0)),
     )
 
     def surface(logits: np.ndarray) -> np.ndarray:

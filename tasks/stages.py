@@ -164,17 +164,19 @@ def estimate_task(
     methods: list[str] | None,
     method_params: dict[str, dict[str, Any]] | None,
     code_version: str,
+    checkpoint: CheckpointRef | None = None,
 ) -> EstimatesRef:
     """Fit and score every method on one run (:func:`tasks.estimate.estimate_run`).
 
     Takes the :class:`~tasks.refs.LogitsRef` (not only the run key) so that new logits, with a
-    new digest, invalidate the cached estimates.
+    new digest, invalidate the cached estimates; the :class:`~tasks.refs.CheckpointRef` lets
+    model-aware methods (GNNEvaluator on graph runs) load the trained model.
     """
     from tasks.estimate import estimate_run
 
     return estimate_run(
         logits.run_key, methods=methods, method_params=method_params, db=logits.db_path,
-        code_version=code_version,
+        code_version=code_version, checkpoint=checkpoint,
     )
 
 
@@ -556,10 +558,10 @@ def _logits_match(con: Any, ref: LogitsRef) -> bool:
 
 
 def _estimates_match(con: Any, ref: EstimatesRef, methods: Sequence[str] | None) -> bool:
-    from estimators import available_estimators
     from storage.estimates import estimates_digest, read_estimates
+    from tasks.estimate import all_method_names
 
-    wanted = set(available_estimators() if methods is None else methods)
+    wanted = set(all_method_names() if methods is None else methods)
     rows = [r for r in read_estimates(con, ref.run_key) if r.method in wanted]
     return bool(rows) and estimates_digest(rows) == ref.digest
 

@@ -1,20 +1,19 @@
-"""Train stage: fit a backbone on a dataset's class-imbalanced source split, save a checkpoint.
+"""Train stage: fit a backbone on a dataset's source split, save a checkpoint.
 
-Recipe
-------
-Cross-entropy, AdamW (learning rate, weight decay, batch size and default epochs from the
-backbone's :class:`~tasks.backbones.BackboneSpec`), one-cycle schedule (15 % warm-up, cosine
-decay to zero). Torch uses :func:`default_threads` threads (``min(2, cpus)``, capped by
-``$OMP_NUM_THREADS``; restored afterwards), the ``DataLoader`` no worker processes, and image
-batches are channels-last (oneDNN convolutions run 1.2-2.5x faster on the CPU that way).
+The stage is modality-neutral: it loads the dataset's source splits, checks that the backbone
+accepts the dataset's modality, seeds torch, builds the model, and hands everything to the
+modality's adapter (:mod:`tasks.modalities`), which owns the training loop (mini-batches with
+AdamW and a one-cycle schedule for images; full-batch Adam with early stopping on one graph for
+graphs; the recipe's numbers come from the backbone's :class:`~tasks.backbones.BackboneSpec`).
+Torch uses :func:`default_threads` threads (``min(2, cpus)``, capped by ``$OMP_NUM_THREADS``;
+restored afterwards).
 
 Reproducibility
 ---------------
-``torch.manual_seed(seed)`` fixes the initialisation; a ``torch.Generator`` seeded with ``seed``
-fixes the batch order (``DataLoader(shuffle=True, num_workers=0)``); the source subset itself is
-drawn with the dataset's fixed split seed. On the CPU with the same thread count this gives
-bit-identical weights, hence the same checkpoint digest. On CUDA the kernels are not
-bit-deterministic; the run is still seeded.
+``torch.manual_seed(seed)`` fixes the initialisation (and dropout); the adapter seeds the batch
+order from ``seed``; the source subset itself is drawn with the dataset's fixed split seed. On
+the CPU with the same thread count this gives bit-identical weights, hence the same checkpoint
+digest. On CUDA the kernels are not bit-deterministic; the run is still seeded.
 
 Checkpoint files
 ----------------
@@ -23,14 +22,14 @@ Checkpoint files
 
     {"format": 1,
      "state_dict": {name: CPU tensor},
-     "meta": {"run_key", "dataset", "dataset_sha256", "backbone", "seed", "n_classes",
-              "input_shape", "epochs", "batch_size", "lr", "weight_decay",
-              "max_train_samples", "n_train", "torch_version"}}
+     "meta": {"run_key", "dataset", "dataset_sha256", "backbone", "modality", "seed",
+              "n_classes", "input_shape", "epochs", "epochs_run", "batch_size", "lr",
+              "weight_decay", "max_train_samples", "n_train", "torch_version"}}
 
 It contains nothing time- or machine-dependent, so retraining with the same inputs reproduces the
 same bytes. ``<run_key>.json`` beside it records what does vary: training seconds, device,
-dataset root, final training loss, validation accuracy, creation time. Both are written
-atomically.
+dataset root, final training loss, validation accuracy, the early-stopping epoch, creation
+time. Both are written atomically.
 """
 
 from __future__ import annotations
@@ -49,17 +48,28 @@ from typing import Any, Final
 
 import numpy as np
 import torch
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
-from tqdm.auto import tqdm
 
 from storage.paths import checkpoint_dir as default_checkpoint_dir
-from tasks.backbones import BackboneSpec, get_backbone, get_backbone_spec
+from tasks.backbones import check_backbone, get_backbone
 from tasks.datasets import get_dataset_spec
 from tasks.datasets._files import atomic_target, file_digest
+from tasks.modalities import get_adapter
+from tasks.modalities.image import predict_logits
 from tasks.refs import CheckpointRef, DatasetRef
 
 logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "default_threads",
+    "limited_threads",
+    "load_checkpoint",
+    "predict_logits",
+    "read_sidecar",
+    "resolve_device",
+    "run_key",
+    "train_classifier",
+]
 
 #: Version of the checkpoint layout.
 CHECKPOINT_FORMAT: Final[int] = 1
@@ -141,47 +151,6 @@ def limited_threads(n: int | None = None) -> Iterator[int]:
         torch.set_num_threads(previous)
 
 
-def _memory_format(ndim: int) -> torch.memory_format:
-    """Channels-last for image batches (oneDNN convolutions are 1.2-2.5x faster on CPU)."""
-    return torch.channels_last if ndim == 4 else torch.contiguous_format
-
-
-def predict_logits(
-    model: nn.Module, inputs: np.ndarray, device: torch.device, batch_size: int = _EVAL_BATCH
-) -> np.ndarray:
-    """Logits of a model on float inputs, in eval mode without gradients.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        Classifier already on ``device``.
-    inputs : numpy.ndarray
-        ``float32`` model inputs ``(n, *input_shape)``.
-    device : torch.device
-        Where to compute.
-    batch_size : int, default 2048
-        Rows per forward pass.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(n, n_classes)`` ``float32`` logits on the CPU.
-    """
-    model.eval()
-    fmt = _memory_format(inputs.ndim)
-    model.to(memory_format=fmt)
-    chunks = []
-    with torch.inference_mode():
-        for start in range(0, inputs.shape[0], batch_size):
-            batch = torch.from_numpy(np.ascontiguousarray(inputs[start : start + batch_size]))
-            chunks.append(model(batch.to(device, memory_format=fmt)).float().cpu().numpy())
-    if not chunks:  # no rows: one empty forward pass gives the right width
-        with torch.inference_mode():
-            empty = torch.from_numpy(np.ascontiguousarray(inputs[:0])).to(device)
-            return model(empty).float().cpu().numpy()
-    return np.concatenate(chunks).astype(np.float32, copy=False)
-
-
 def _subsample(n: int, max_samples: int | None, seed: int) -> np.ndarray:
     if max_samples is None or max_samples >= n:
         return np.arange(n)
@@ -234,55 +203,6 @@ def load_checkpoint(path: Path | str) -> tuple[dict[str, torch.Tensor], dict[str
     return blob["state_dict"], blob["meta"]
 
 
-def _fit(
-    model: nn.Module,
-    loader: DataLoader,
-    recipe: BackboneSpec,
-    n_epochs: int,
-    device: torch.device,
-    fmt: torch.memory_format,
-    key: str,
-    progress: bool,
-) -> float:
-    """Run the training loop of the module docstring; returns the last epoch's mean loss."""
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay
-    )
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(
-        optimizer,
-        max_lr=recipe.lr,
-        total_steps=max(1, n_epochs * len(loader)),
-        pct_start=0.15,
-        anneal_strategy="cos",
-    )
-    loss_fn = nn.CrossEntropyLoss()
-    last_loss = float("nan")
-    for epoch in range(n_epochs):
-        model.train()
-        running, seen = 0.0, 0
-        bar = tqdm(
-            loader,
-            desc=f"train {key} epoch {epoch + 1}/{n_epochs}",
-            disable=not progress,
-            leave=False,
-            unit="batch",
-        )
-        for xb, yb in bar:
-            xb = xb.to(device, memory_format=fmt, non_blocking=True)
-            yb = yb.to(device, non_blocking=True)
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            optimizer.step()
-            scheduler.step()
-            running += float(loss.detach()) * yb.shape[0]
-            seen += yb.shape[0]
-            bar.set_postfix(loss=f"{running / max(seen, 1):.3f}")
-        last_loss = running / max(seen, 1)
-        logger.info("%s epoch %d/%d: train loss %.4f", key, epoch + 1, n_epochs, last_loss)
-    return last_loss
-
-
 def train_classifier(
     dataset: DatasetRef,
     backbone: str,
@@ -326,7 +246,8 @@ def train_classifier(
     TypeError
         If ``dataset`` is not a :class:`~tasks.refs.DatasetRef`.
     ValueError
-        If the dataset or backbone is unknown, or an argument is out of range.
+        If the dataset or backbone is unknown, the backbone does not accept the dataset's
+        modality (``lenet`` on a graph), or an argument is out of range.
     """
     if not isinstance(dataset, DatasetRef):
         raise TypeError(f"dataset must be a DatasetRef; got {type(dataset).__name__}.")
@@ -336,7 +257,8 @@ def train_classifier(
     if max_train_samples is not None:
         _check_int(max_train_samples, "max_train_samples", 1)
     data_spec = get_dataset_spec(dataset.name)
-    net_spec = get_backbone_spec(backbone)
+    net_spec = check_backbone(backbone, data_spec.modality, data_spec.name)
+    adapter = get_adapter(data_spec.modality)
     n_epochs = epochs if epochs is not None else net_spec.epochs
     dev = resolve_device(device)
     key = run_key(data_spec.name, net_spec.name, seed)
@@ -345,25 +267,20 @@ def train_classifier(
     with limited_threads() as threads:
         t0 = time.perf_counter()
         source = data_spec.load_source(Path(dataset.root))
-        keep = _subsample(source.n_train, max_train_samples, seed)
-        x_train = torch.from_numpy(data_spec.to_inputs(source.train_x[keep]))
-        y_train = torch.from_numpy(source.train_y[keep].astype(np.int64))
+        keep = _subsample(adapter.size(source.train_x), max_train_samples, seed)
+        train_x = adapter.take(source.train_x, keep)
+        train_y = np.asarray(source.train_y)[keep]
 
         torch.manual_seed(seed)
-        fmt = _memory_format(x_train.ndim)
         model = get_backbone(net_spec.name, data_spec.n_classes, data_spec.input_shape)
-        model = model.to(dev, memory_format=fmt)
-        loader = DataLoader(
-            TensorDataset(x_train, y_train),
-            batch_size=net_spec.batch_size,
-            shuffle=True,
-            num_workers=0,
-            generator=torch.Generator().manual_seed(seed),
+        report = adapter.fit(
+            model, net_spec, data_spec, (train_x, train_y), (source.val_x, source.val_y),
+            epochs=n_epochs, seed=seed, device=dev, progress=progress, key=key,
         )
-        last_loss = _fit(model, loader, net_spec, n_epochs, dev, fmt, key, progress)
+        last_loss = report.final_train_loss
         train_seconds = time.perf_counter() - t0
 
-        val_logits = predict_logits(model, data_spec.to_inputs(source.val_x), dev)
+        val_logits = adapter.predict(model, data_spec, source.val_x, dev, _EVAL_BATCH)
         val_accuracy = float(np.mean(val_logits.argmax(axis=1) == source.val_y))
 
     state = {k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
@@ -372,10 +289,12 @@ def train_classifier(
         "dataset": data_spec.name,
         "dataset_sha256": dataset.sha256,
         "backbone": net_spec.name,
+        "modality": data_spec.modality,
         "seed": seed,
         "n_classes": data_spec.n_classes,
         "input_shape": list(data_spec.input_shape),
         "epochs": n_epochs,
+        "epochs_run": report.epochs_run,
         "batch_size": net_spec.batch_size,
         "lr": net_spec.lr,
         "weight_decay": net_spec.weight_decay,
@@ -399,6 +318,7 @@ def train_classifier(
         "final_train_loss": last_loss,
         "val_accuracy": val_accuracy,
         "n_val": source.n_val,
+        "best_epoch": report.best_epoch,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     with atomic_target(path.with_suffix(".json")) as tmp:
@@ -407,8 +327,8 @@ def train_classifier(
     if dev.type == "cuda":
         torch.cuda.empty_cache()
     logger.info(
-        "%s: %d epochs in %.1f s on %s, val accuracy %.4f", key, n_epochs, train_seconds, dev,
-        val_accuracy,
+        "%s: %d epochs in %.1f s on %s, val accuracy %.4f", key, report.epochs_run,
+        train_seconds, dev, val_accuracy,
     )
     return CheckpointRef(
         run_key=key,

@@ -2,10 +2,25 @@
 
 Prefect's ``TASK_SOURCE`` cache policy hashes only the source of the task function itself, so a
 change in ``estimators/alsa.py`` would not invalidate a cached ``estimate`` task. Every stage task
-therefore takes a ``code_version`` input computed here: the SHA-256 over the relative paths and
-bytes of the files the stage's logic lives in (:data:`STAGE_SOURCES`). Editing estimator code
-changes the ``estimate`` version and leaves ``train`` cached; editing a dataset loader changes
-the versions of ``download``, ``train`` and ``extract``, whose code reads it.
+therefore takes a ``code_version`` input computed here: a SHA-256 over the relative paths and
+bytes of every project file the stage's code imports.
+
+Which files
+-----------
+The file set is the **import closure** (:func:`module_closure`) of the stage's entry modules
+(:data:`STAGE_ROOTS`), found by reading their ``import`` statements (top-level and inside
+functions, relative or absolute) with :mod:`ast`, following only modules of this project
+(:data:`PROJECT_PACKAGES`), and adding the ``__init__`` of every package on the way, since Python
+runs those too. So every module whose behaviour a stage depends on is covered by construction:
+a stage cannot silently read a module its version does not hash.
+
+The registries (datasets, backbones, shift families) discover their members at run time and do
+not import them statically, so the closure of a stage does not pull in every dataset. For a
+given dataset the stage's version adds the modules that serve that dataset only
+(:func:`dataset_roots`): the dataset's own module, its modality's adapter and backbones (train,
+extract), and the modules implementing its shift families for its modality (extract). Adding or
+editing one dataset therefore leaves every other dataset's cached train and extract results
+valid.
 
 :data:`STAGES` and :func:`parse_refresh` live here too, so the CLI can check a ``--refresh``
 value without importing Prefect.
@@ -15,10 +30,13 @@ Examples
 >>> v = stage_code_version("estimate")
 >>> len(v), v == stage_code_version("estimate")
 (16, True)
+>>> stage_code_version("train", dataset="fmnist") != stage_code_version("train", dataset="arxiv-sim")
+True
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from collections.abc import Iterable
 from functools import lru_cache
@@ -33,44 +51,134 @@ REFRESH_ALL: Final[str] = "all"
 #: Repository root: the folder holding ``tasks/``, ``estimators/``, ``storage/`` and ``flows/``.
 PROJECT_ROOT: Final[Path] = Path(__file__).resolve().parent.parent
 
-_DATA: Final[tuple[str, ...]] = ("tasks/refs.py", "tasks/download.py", "tasks/datasets/*.py")
-_MODEL: Final[tuple[str, ...]] = ("tasks/train.py", "tasks/backbones.py")
-_LOGITS: Final[tuple[str, ...]] = (
-    "tasks/extract.py",
-    "tasks/shifts/*.py",
-    "storage/schema.py",
-    "storage/logits.py",
-)
-_ESTIMATES: Final[tuple[str, ...]] = (
-    "tasks/refs.py",
-    "tasks/estimate.py",
-    "estimators/*.py",
-    "storage/schema.py",
-    "storage/logits.py",
-    "storage/estimates.py",
-    "storage/anchors.py",
-)
+#: Top-level packages whose modules count as project code.
+PROJECT_PACKAGES: Final[tuple[str, ...]] = ("tasks", "estimators", "storage", "flows")
 
-#: Glob patterns, relative to :data:`PROJECT_ROOT`, of the files each stage's output depends on.
-STAGE_SOURCES: Final[dict[str, tuple[str, ...]]] = {
-    "download": _DATA,
-    "train": _DATA + _MODEL,
-    "extract": _DATA + _MODEL + _LOGITS,
-    "estimate": _ESTIMATES,
-    "report": ("tasks/refs.py", "tasks/report.py", "storage/schema.py", "storage/estimates.py"),
+#: Entry modules of each stage; the stage's files are their import closure.
+STAGE_ROOTS: Final[dict[str, tuple[str, ...]]] = {
+    "download": ("tasks.download",),
+    "train": ("tasks.download", "tasks.train"),
+    "extract": ("tasks.download", "tasks.train", "tasks.extract"),
+    "estimate": ("tasks.estimate",),
+    "report": ("tasks.report",),
 }
+#: Kept for callers that look up the stages by this name.
+STAGE_SOURCES: Final[dict[str, tuple[str, ...]]] = STAGE_ROOTS
 
 
-def stage_files(stage: str, root: Path | None = None) -> list[Path]:
-    """Source files a stage depends on that exist under ``root``, sorted by relative path.
+def _module_file(module: str, base: Path) -> Path | None:
+    parts = module.split(".")
+    if parts[0] not in PROJECT_PACKAGES:
+        return None
+    path = base.joinpath(*parts)
+    if (path / "__init__.py").is_file():
+        return path / "__init__.py"
+    if path.with_suffix(".py").is_file():
+        return path.with_suffix(".py")
+    return None
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Project modules named by the import statements of one file (all scopes)."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError):
+        return set()
+    is_package = path.name == "__init__.py"
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)] if node.level > 1 else anchor
+                target = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target:
+                continue
+            found.add(target)
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return {m for m in found if m.split(".")[0] in PROJECT_PACKAGES}
+
+
+def module_closure(roots: Iterable[str], root: Path | None = None) -> list[Path]:
+    """Project files that importing ``roots`` can execute, by static reading of imports.
+
+    Parameters
+    ----------
+    roots : iterable of str
+        Dotted module names (``"tasks.report"``).
+    root : Path, optional
+        Project root; default :data:`PROJECT_ROOT`.
+
+    Returns
+    -------
+    list of Path
+        Absolute paths, sorted by relative path, without duplicates; every package
+        ``__init__.py`` on the way included; names that are not project modules (a class
+        imported with ``from x import Name``, third-party packages) are skipped.
+    """
+    base = (root or PROJECT_ROOT).resolve()
+    seen: dict[str, Path] = {}
+    todo = list(roots)
+    done: set[str] = set()
+    while todo:
+        module = todo.pop()
+        if module in done:
+            continue
+        done.add(module)
+        parts = module.split(".")
+        for i in range(1, len(parts)):  # parent packages run first
+            todo.append(".".join(parts[:i]))
+        path = _module_file(module, base)
+        if path is None:
+            continue
+        seen[path.relative_to(base).as_posix()] = path
+        todo.extend(_imports(path, module) - done)
+    return [seen[rel] for rel in sorted(seen)]
+
+
+def dataset_roots(stage: str, dataset: str) -> tuple[str, ...]:
+    """Modules that serve one dataset at a stage (added to the stage's own roots).
+
+    ``download``: the dataset's module. ``train``: also its modality's adapter and backbones.
+    ``extract``: also the modules implementing its shift families for its modality.
+    ``estimate`` and ``report`` read stored logits and add nothing.
+
+    Raises
+    ------
+    ValueError
+        If the dataset is unknown.
+    """
+    if stage not in ("download", "train", "extract"):
+        return ()
+    from tasks.datasets import get_dataset_spec
+
+    spec = get_dataset_spec(dataset)
+    out = [spec.module] if spec.module else []
+    if stage in ("train", "extract"):
+        out += [f"tasks.modalities.{spec.modality}", f"tasks.backbones.{spec.modality}"]
+    if stage == "extract":
+        from tasks.shifts import family_implementation
+
+        out += [family_implementation(f, spec.modality).module for f in spec.target_families]
+    return tuple(dict.fromkeys(m for m in out if m))
+
+
+def stage_files(stage: str, root: Path | None = None, *, dataset: str | None = None) -> list[Path]:
+    """Source files a stage depends on (for one dataset, when given), sorted by relative path.
 
     Parameters
     ----------
     stage : {"download", "train", "extract", "estimate", "report"}
         Pipeline stage.
     root : Path, optional
-        Project root to resolve the patterns of :data:`STAGE_SOURCES` against; default
-        :data:`PROJECT_ROOT`.
+        Project root; default :data:`PROJECT_ROOT`.
+    dataset : str, optional
+        Dataset key: adds :func:`dataset_roots`.
 
     Returns
     -------
@@ -80,24 +188,20 @@ def stage_files(stage: str, root: Path | None = None) -> list[Path]:
     Raises
     ------
     ValueError
-        If ``stage`` is not a known stage.
+        If ``stage`` is not a known stage or ``dataset`` an unknown dataset.
     """
     try:
-        patterns = STAGE_SOURCES[stage]
-    except KeyError:
+        roots = STAGE_ROOTS[stage]
+    except (KeyError, TypeError):
         raise ValueError(
-            f"stage must be one of {', '.join(STAGE_SOURCES)}; got {stage!r}."
+            f"stage must be one of {', '.join(STAGE_ROOTS)}; got {stage!r}."
         ) from None
-    base = (root or PROJECT_ROOT).resolve()
-    found: dict[str, Path] = {}
-    for pattern in patterns:
-        for path in base.glob(pattern):
-            if path.is_file():
-                found[path.relative_to(base).as_posix()] = path
-    return [found[rel] for rel in sorted(found)]
+    if dataset is not None:
+        roots = roots + dataset_roots(stage, dataset)
+    return module_closure(roots, root)
 
 
-def stage_code_version(stage: str, root: Path | None = None) -> str:
+def stage_code_version(stage: str, root: Path | None = None, *, dataset: str | None = None) -> str:
     """Digest of the source a stage depends on, passed to its task as the ``code_version`` input.
 
     Parameters
@@ -106,6 +210,9 @@ def stage_code_version(stage: str, root: Path | None = None) -> str:
         Pipeline stage.
     root : Path, optional
         Project root; default :data:`PROJECT_ROOT`.
+    dataset : str, optional
+        Dataset key; the version then covers the modules serving that dataset too
+        (:func:`dataset_roots`) and no other dataset's.
 
     Returns
     -------
@@ -119,9 +226,16 @@ def stage_code_version(stage: str, root: Path | None = None) -> str:
     ValueError
         If ``stage`` is not a known stage.
     """
-    files = stage_files(stage, root)
+    files = stage_files(stage, root, dataset=dataset)
     base = (root or PROJECT_ROOT).resolve()
     return _digest(stage, tuple((p.relative_to(base).as_posix(), _stat(p)) for p in files), base)
+
+
+def files_version(files: Iterable[Path], salt: str, root: Path | None = None) -> str:
+    """The same digest over any list of project files (the shift cache uses it)."""
+    base = (root or PROJECT_ROOT).resolve()
+    rels = tuple((Path(p).resolve().relative_to(base).as_posix(), _stat(Path(p))) for p in files)
+    return _digest(salt, rels, base)
 
 
 def _stat(path: Path) -> tuple[int, int]:
@@ -129,7 +243,7 @@ def _stat(path: Path) -> tuple[int, int]:
     return st.st_mtime_ns, st.st_size
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def _digest(stage: str, files: tuple[tuple[str, tuple[int, int]], ...], base: Path) -> str:
     # Keyed on (path, mtime, size) so repeated calls in one process read each file once; the
     # digest itself depends only on the paths and contents.
@@ -140,9 +254,9 @@ def _digest(stage: str, files: tuple[tuple[str, tuple[int, int]], ...], base: Pa
     return h.hexdigest()[:16]
 
 
-def code_versions() -> dict[str, str]:
-    """Code version of every stage, e.g. for logging at the start of a benchmark run."""
-    return {stage: stage_code_version(stage) for stage in STAGE_SOURCES}
+def code_versions(dataset: str | None = None) -> dict[str, str]:
+    """Code version of every stage (for one dataset when given), e.g. for logging."""
+    return {stage: stage_code_version(stage, dataset=dataset) for stage in STAGE_ROOTS}
 
 
 def parse_refresh(refresh: str | Iterable[str] | None) -> frozenset[str]:

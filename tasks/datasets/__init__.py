@@ -1,21 +1,26 @@
-"""Dataset registry: one :class:`DatasetSpec` per dataset key.
+"""Dataset registry: one :class:`DatasetSpec` per dataset key, collected from the modules here.
 
-Adding a dataset means writing its module (stage, load source, load target pool) and adding one
-entry to :data:`DATASETS`. Target splits are made from the target pool by :mod:`tasks.shifts`,
-per the families a spec lists.
+Every module of this package that defines ``SPECS`` (a tuple of :class:`DatasetSpec`) contributes
+its datasets; ``ORDER`` (an int, default 100) places them in listings. Adding a dataset means
+writing its module (stage, load source, load target pool, ``SPECS``) and nothing else: no other
+file changes, so no other dataset's cache key moves (:mod:`tasks.versions`). Importing the
+registry touches no data: loaders run only when a stage calls them.
 
 Examples
 --------
 >>> spec = get_dataset_spec("fmnist-coarse")
 >>> spec.n_classes, spec.class_names
 (3, ('tops', 'footwear', 'other'))
+>>> get_dataset_spec("arxiv-sim").modality
+'graph'
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Final
 
-from . import fmnist
 from .base import DatasetSpec, SourceSplits, TargetPool, imbalanced_counts
 
 __all__ = [
@@ -24,57 +29,43 @@ __all__ = [
     "SourceSplits",
     "TargetPool",
     "available_datasets",
+    "available_suites",
     "get_dataset_spec",
     "imbalanced_counts",
 ]
 
+_NOT_DATASET_MODULES: Final[frozenset[str]] = frozenset({"base"})
 
-DATASETS: Final[dict[str, DatasetSpec]] = {
-    spec.name: spec
-    for spec in (
-        DatasetSpec(
-            name="fmnist",
-            suite="fmnist",
-            description=(
-                "Fashion-MNIST, 10 classes; imbalanced 1:3 source, corruptions, label shift, "
-                "MNIST-M style photo blend"
-            ),
-            modality="image",
-            n_classes=10,
-            class_names=fmnist.CLASS_NAMES,
-            input_shape=fmnist.INPUT_SHAPE,
-            target_families=("clean", "synthetic", "label_shift", "domain"),
-            stage=fmnist.stage_fashion_mnist,
-            raw_files=fmnist.raw_files,
-            load_source=fmnist.load_source_fmnist,
-            load_target_pool=fmnist.load_target_pool_fmnist,
-            to_inputs=fmnist.images_to_inputs,
-        ),
-        DatasetSpec(
-            name="fmnist-coarse",
-            suite="fmnist",
-            description=(
-                "Fashion-MNIST remapped to 3 coarse classes (tops / footwear / other); "
-                "novel sub-classes in the targets (BREEDS style)"
-            ),
-            modality="image",
-            n_classes=3,
-            class_names=fmnist.COARSE_CLASS_NAMES,
-            input_shape=fmnist.INPUT_SHAPE,
-            target_families=("clean", "subpopulation"),
-            stage=fmnist.stage_fashion_mnist,
-            raw_files=fmnist.raw_files,
-            load_source=fmnist.load_source_coarse,
-            load_target_pool=fmnist.load_target_pool_coarse,
-            to_inputs=fmnist.images_to_inputs,
-        ),
-    )
-}
+
+def _collect() -> dict[str, DatasetSpec]:
+    modules = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_") or info.name in _NOT_DATASET_MODULES:
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(module, "SPECS"):
+            modules.append((int(getattr(module, "ORDER", 100)), info.name, module))
+    found: dict[str, DatasetSpec] = {}
+    for _, _, module in sorted(modules, key=lambda m: (m[0], m[1])):
+        for spec in module.SPECS:
+            if spec.name in found:
+                raise RuntimeError(f"dataset {spec.name!r} is registered twice.")
+            found[spec.name] = spec
+    return found
+
+
+#: Every registered dataset by key, in listing order.
+DATASETS: Final[dict[str, DatasetSpec]] = _collect()
 
 
 def available_datasets() -> tuple[str, ...]:
     """Registered dataset keys, sorted."""
     return tuple(sorted(DATASETS))
+
+
+def available_suites() -> tuple[str, ...]:
+    """Suites that have at least one dataset, in registry order."""
+    return tuple(dict.fromkeys(spec.suite for spec in DATASETS.values()))
 
 
 def get_dataset_spec(name: str) -> DatasetSpec:

@@ -10,9 +10,10 @@ A dataset entry (:class:`DatasetSpec`) is data plus these functions:
   :mod:`tasks.shifts` are made (the test files, with sub-population labels where the dataset
   has them).
 
-Samples are stored in their compact raw form (``uint8`` images for Fashion-MNIST) and turned
-into model inputs by ``spec.to_inputs``, so nothing downstream assumes images: a text or graph
-dataset supplies float feature rows and a ``to_inputs`` that passes them through.
+Samples are stored in their compact raw form: ``uint8`` images for Fashion-MNIST (turned into
+model inputs by ``spec.to_inputs``), a :class:`tasks.graphs.GraphSplit` for a graph. What a
+sample is, how it is batched and predicted, is the business of the modality's adapter
+(:mod:`tasks.modalities`); nothing else downstream looks inside.
 
 Class-imbalanced source (paper App. H.2)
 ----------------------------------------
@@ -28,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,15 +43,16 @@ class SourceSplits:
 
     Attributes
     ----------
-    train_x, val_x : numpy.ndarray
-        Samples in raw form, first axis the sample (Fashion-MNIST: ``(n, 28, 28)`` ``uint8``).
+    train_x, val_x : numpy.ndarray or GraphSplit
+        Samples in raw form: an array whose first axis is the sample (Fashion-MNIST:
+        ``(n, 28, 28)`` ``uint8``), or a :class:`tasks.graphs.GraphSplit` (graph datasets).
     train_y, val_y : numpy.ndarray
         ``int64`` labels in ``[0, n_classes)``.
     """
 
-    train_x: np.ndarray = field(repr=False)
+    train_x: Any = field(repr=False)
     train_y: np.ndarray = field(repr=False)
-    val_x: np.ndarray = field(repr=False)
+    val_x: Any = field(repr=False)
     val_y: np.ndarray = field(repr=False)
 
     @property
@@ -69,8 +72,10 @@ class TargetPool:
 
     Attributes
     ----------
-    images : numpy.ndarray
-        Samples in raw form, first axis the sample.
+    samples : numpy.ndarray or Graph
+        Samples in raw form, first axis the sample; for a graph dataset the whole
+        :class:`tasks.graphs.Graph` (every year), from which the graph shift families cut
+        snapshots.
     labels : numpy.ndarray
         ``int64`` labels in the model's label space ``[0, n_classes)``.
     n_classes : int
@@ -84,7 +89,7 @@ class TargetPool:
         Sub-populations never seen in training; empty when ``subgroups`` is None.
     """
 
-    images: np.ndarray = field(repr=False)
+    samples: Any = field(repr=False)
     labels: np.ndarray = field(repr=False)
     n_classes: int
     subgroups: np.ndarray | None = field(default=None, repr=False)
@@ -124,7 +129,8 @@ class DatasetSpec:
     class_names : tuple of str
         Name of every model class, in label order.
     input_shape : tuple of int
-        Shape of one model input as produced by ``to_inputs`` (``(1, 28, 28)``).
+        Shape of one model input: ``(1, 28, 28)`` for Fashion-MNIST images as produced by
+        ``to_inputs``, ``(n_features,)`` for a graph's nodes.
     target_families : tuple of str
         Shift families of :mod:`tasks.shifts` that make this dataset's target splits.
     stage : callable
@@ -136,9 +142,14 @@ class DatasetSpec:
         ``load_source(root) -> SourceSplits``.
     load_target_pool : callable
         ``load_target_pool(root) -> TargetPool``.
-    to_inputs : callable
-        ``to_inputs(samples) -> numpy.ndarray``: raw samples to ``float32`` model inputs of shape
-        ``(n, *input_shape)``.
+    to_inputs : callable, optional
+        ``to_inputs(samples) -> numpy.ndarray``: raw image samples to ``float32`` model inputs
+        ``(n, *input_shape)``, used by the image adapter; None passes arrays through.
+    online : bool, default False
+        True when the data must be fetched from the internet once (``alsa-bench fetch``);
+        offline datasets install from a package or are generated.
+    paper_row : str, default ""
+        The row of the ALSA paper's tables the dataset reproduces, if any.
     """
 
     name: str
@@ -153,7 +164,16 @@ class DatasetSpec:
     raw_files: Callable[[Path], list[Path]] = field(compare=False, repr=False)
     load_source: Callable[[Path], SourceSplits] = field(compare=False, repr=False)
     load_target_pool: Callable[[Path], TargetPool] = field(compare=False, repr=False)
-    to_inputs: Callable[[np.ndarray], np.ndarray] = field(compare=False, repr=False)
+    to_inputs: Callable[[np.ndarray], np.ndarray] | None = field(
+        default=None, compare=False, repr=False
+    )
+    online: bool = False
+    paper_row: str = ""
+
+    @property
+    def module(self) -> str:
+        """Dotted name of the module that defines the dataset's loaders (for code versions)."""
+        return str(getattr(self.load_source, "__module__", "") or "")
 
 
 def imbalanced_counts(n_classes: int, largest: int, ratio: float = IMBALANCE_RATIO) -> np.ndarray:

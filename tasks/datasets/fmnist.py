@@ -1,4 +1,4 @@
-"""Fashion-MNIST: staging, loading, and the two dataset keys ``fmnist`` and ``fmnist-coarse``.
+"""Fashion-MNIST: staging, loading, and the dataset keys ``fmnist``, ``fmnist-coarse``, ``fmnist-binary``.
 
 Staging
 -------
@@ -34,6 +34,12 @@ Dataset keys
     (2,000 / 4,000 / 6,000 training images, split evenly between the sub-classes; validation
     500 / 1,000 / 1,500). The novel sub-classes :data:`COARSE_NOVEL_SUBCLASSES` = tops {4, 6},
     footwear {9}, other {8} appear only in target splits (``subpopulation`` family).
+``fmnist-binary``
+    2 classes: upper-body garments (T-shirt/top, Pullover, Coat, Shirt: label 1) against
+    everything else (label 0). The images are exactly those of ``fmnist`` (same imbalanced
+    source draw, same validation set, same test pool), only the labels are mapped, so the
+    binary rows of the report are comparable with the 10-class ones; the harder pairs
+    (Shirt/Dress, Coat/Dress, Pullover/Bag) keep it from being trivial.
 
 Both draws use the fixed seed :data:`SPLIT_SEED`, independent of the training seed, so every
 run of a dataset sees the same training subset and validation set and the seeds differ only in
@@ -56,7 +62,7 @@ import numpy as np
 from torchvision.datasets import FashionMNIST
 
 from ._files import atomic_target
-from .base import SourceSplits, TargetPool, draw_source_split, imbalanced_counts
+from .base import DatasetSpec, SourceSplits, TargetPool, draw_source_split, imbalanced_counts
 
 logger = logging.getLogger(__name__)
 
@@ -432,7 +438,7 @@ def load_target_pool_fmnist(root: Path | str) -> TargetPool:
         No sub-populations.
     """
     images, labels = load_fashion_mnist(root, train=False)
-    return TargetPool(images=images, labels=labels, n_classes=10)
+    return TargetPool(samples=images, labels=labels, n_classes=10)
 
 
 def load_target_pool_coarse(root: Path | str) -> TargetPool:
@@ -450,10 +456,107 @@ def load_target_pool_coarse(root: Path | str) -> TargetPool:
     """
     images, fine = load_fashion_mnist(root, train=False)
     return TargetPool(
-        images=images,
+        samples=images,
         labels=FINE_TO_COARSE[fine],
         n_classes=3,
         subgroups=fine,
         source_subgroups=tuple(sorted(s for group in COARSE_SOURCE_SUBCLASSES for s in group)),
         novel_subgroups=tuple(sorted(s for group in COARSE_NOVEL_SUBCLASSES for s in group)),
     )
+
+
+#: Fine classes that form class 1 ("top") of ``fmnist-binary``.
+BINARY_POSITIVE: Final[tuple[int, ...]] = (0, 2, 4, 6)
+#: Class names of ``fmnist-binary``.
+BINARY_CLASS_NAMES: Final[tuple[str, ...]] = ("not-top", "top")
+_FINE_TO_BINARY: Final[np.ndarray] = np.isin(np.arange(10), BINARY_POSITIVE).astype(np.int64)
+
+
+def load_source_binary(root: Path | str) -> SourceSplits:
+    """``fmnist``'s source and validation images with binary labels (top vs not).
+
+    Returns
+    -------
+    SourceSplits
+        The images of :func:`load_source_fmnist`; labels ``1`` for :data:`BINARY_POSITIVE`.
+    """
+    src = load_source_fmnist(root)
+    return SourceSplits(
+        src.train_x, _FINE_TO_BINARY[src.train_y], src.val_x, _FINE_TO_BINARY[src.val_y]
+    )
+
+
+def load_target_pool_binary(root: Path | str) -> TargetPool:
+    """The 10,000 test images with binary labels (top vs not).
+
+    Returns
+    -------
+    TargetPool
+        No sub-populations.
+    """
+    images, labels = load_fashion_mnist(root, train=False)
+    return TargetPool(samples=images, labels=_FINE_TO_BINARY[labels], n_classes=2)
+
+
+#: Registry position of this module's datasets (lower first).
+ORDER: Final[int] = 0
+
+#: The Fashion-MNIST datasets (registry entries; :mod:`tasks.datasets` collects them).
+SPECS: Final[tuple[DatasetSpec, ...]] = (
+    DatasetSpec(
+        name="fmnist",
+        suite="fmnist",
+        description=(
+            "Fashion-MNIST, 10 classes; imbalanced 1:3 source, corruptions, label shift, "
+            "MNIST-M style photo blend"
+        ),
+        modality="image",
+        n_classes=10,
+        class_names=CLASS_NAMES,
+        input_shape=INPUT_SHAPE,
+        target_families=("clean", "synthetic", "label_shift", "domain"),
+        stage=stage_fashion_mnist,
+        raw_files=raw_files,
+        load_source=load_source_fmnist,
+        load_target_pool=load_target_pool_fmnist,
+        to_inputs=images_to_inputs,
+        paper_row="MNIST-M (synthetic), as an offline stand-in",
+    ),
+    DatasetSpec(
+        name="fmnist-coarse",
+        suite="fmnist",
+        description=(
+            "Fashion-MNIST remapped to 3 coarse classes (tops / footwear / other); "
+            "novel sub-classes in the targets (BREEDS style)"
+        ),
+        modality="image",
+        n_classes=3,
+        class_names=COARSE_CLASS_NAMES,
+        input_shape=INPUT_SHAPE,
+        target_families=("clean", "subpopulation"),
+        stage=stage_fashion_mnist,
+        raw_files=raw_files,
+        load_source=load_source_coarse,
+        load_target_pool=load_target_pool_coarse,
+        to_inputs=images_to_inputs,
+        paper_row="sub-population shift (BREEDS style), as an offline stand-in",
+    ),
+    DatasetSpec(
+        name="fmnist-binary",
+        suite="fmnist",
+        description=(
+            "Fashion-MNIST as a binary task: upper-body garments vs the rest; the fmnist "
+            "images and shifts"
+        ),
+        modality="image",
+        n_classes=2,
+        class_names=BINARY_CLASS_NAMES,
+        input_shape=INPUT_SHAPE,
+        target_families=("clean", "synthetic", "label_shift", "domain"),
+        stage=stage_fashion_mnist,
+        raw_files=raw_files,
+        load_source=load_source_binary,
+        load_target_pool=load_target_pool_binary,
+        to_inputs=images_to_inputs,
+    ),
+)

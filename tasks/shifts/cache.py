@@ -4,20 +4,25 @@ Layout::
 
     <data_dir()>/shifts/<dataset>/<generator version>-<data digest>/<split>.npz
 
-The *generator version* (:func:`generator_version`) is a SHA-256 over the source of
-``tasks/shifts/*.py`` and ``tasks/datasets/*.py``: editing a generator, a severity table or a
-dataset's pool definition starts a fresh folder instead of reusing stale images. The data digest
-is the first 12 hex digits of the staged dataset's ``DatasetRef.sha256``. Each ``.npz`` holds
-``images`` (raw form, ``uint8`` for Fashion-MNIST) and ``labels`` (``int64``) and is written
+The *generator version* (:func:`generator_version`) is a SHA-256 over the source of the
+modules that make that dataset's splits (:func:`tasks.versions.module_closure` of the dataset's
+module and of its families' implementations, :func:`tasks.versions.dataset_roots`): editing a
+generator, a severity table or the dataset's pool definition starts a fresh folder instead of
+reusing stale images, and editing another dataset changes nothing here. The data digest is the
+first 12 hex digits of the staged dataset's ``DatasetRef.sha256``. Each ``.npz`` holds
+``samples`` (raw form, ``uint8`` for Fashion-MNIST) and ``labels`` (``int64``) and is written
 atomically (temporary file + rename), so concurrent or interrupted runs never leave a partial
 file. When a new folder is started, the dataset's folders of other versions are deleted
 (:func:`prune_stale_versions`), so the cache holds one version (about 90 MB for ``fmnist``).
 Deleting ``<data_dir()>/shifts`` is always safe.
+
+Modalities whose adapter says ``cache_splits = False`` (graphs: a split is a cheap view of the
+dataset's graph, and storing perturbed copies would cost far more disk than regenerating) are
+generated on every call and never written.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import shutil
@@ -26,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,25 +45,30 @@ from . import TargetSplitSpec, generate_split, get_target_split, target_splits
 
 logger = logging.getLogger(__name__)
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
-_SOURCE_DIRS = (_PACKAGE_DIR, _PACKAGE_DIR.parent / "datasets")
+@lru_cache(maxsize=32)
+def _version_files(dataset: str) -> tuple[Path, ...]:
+    from tasks.versions import dataset_roots, module_closure
+
+    return tuple(module_closure(("tasks.shifts.base", *dataset_roots("extract", dataset))))
 
 
-@lru_cache(maxsize=1)
-def generator_version() -> str:
-    """Digest of the generator source: 12 hex digits of a SHA-256 over ``*.py`` files.
+def generator_version(dataset: str) -> str:
+    """Digest of the code that generates one dataset's target splits: 12 hex digits.
+
+    Parameters
+    ----------
+    dataset : str
+        Dataset key.
 
     Returns
     -------
     str
-        Changes whenever a file of ``tasks/shifts`` or ``tasks/datasets`` changes.
+        Changes whenever a module that makes this dataset's splits changes (its family
+        implementations, the dataset's pool loader, what they import), and only then.
     """
-    h = hashlib.sha256()
-    for folder in _SOURCE_DIRS:
-        for path in sorted(folder.glob("*.py")):
-            h.update(f"{folder.name}/{path.name}\0".encode())
-            h.update(path.read_bytes().replace(b"\r\n", b"\n"))
-    return h.hexdigest()[:12]
+    from tasks.versions import files_version
+
+    return files_version(_version_files(dataset), f"shifts/{dataset}")[:12]
 
 
 def shift_cache_dir(dataset: DatasetRef, cache_root: Path | None = None) -> Path:
@@ -76,7 +87,7 @@ def shift_cache_dir(dataset: DatasetRef, cache_root: Path | None = None) -> Path
         ``<cache_root>/<dataset>/<generator version>-<sha256[:12]>`` (not created here).
     """
     root = Path(cache_root) if cache_root is not None else data_dir() / "shifts"
-    return root / dataset.name / f"{generator_version()}-{dataset.sha256[:12]}"
+    return root / dataset.name / f"{generator_version(dataset.name)}-{dataset.sha256[:12]}"
 
 
 _VERSION_DIR = re.compile(r"^[0-9a-f]{12}-[0-9a-f]{12}$")
@@ -113,7 +124,7 @@ def prune_stale_versions(dataset: DatasetRef, cache_root: Path | None = None) ->
 def _read(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
     try:
         with np.load(path, allow_pickle=False) as data:
-            images, labels = data["images"], data["labels"]
+            images, labels = data["samples"], data["labels"]
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         logger.warning("ignoring unreadable cached split %s (%s); regenerating", path, exc)
         return None
@@ -125,7 +136,7 @@ def _read(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
 
 def _write(path: Path, images: np.ndarray, labels: np.ndarray) -> None:
     with atomic_target(path) as tmp, open(tmp, "wb") as handle:
-        np.savez_compressed(handle, images=images, labels=labels.astype(np.int64))
+        np.savez_compressed(handle, samples=images, labels=labels.astype(np.int64))
 
 
 @dataclass
@@ -168,9 +179,17 @@ def load_target_split(
     return _load_or_generate(dataset, spec, folder, _PoolLoader(dataset))
 
 
+def _cacheable(dataset: DatasetRef) -> bool:
+    from tasks.modalities import get_adapter
+
+    return get_adapter(get_dataset_spec(dataset.name).modality).cache_splits
+
+
 def _load_or_generate(
     dataset: DatasetRef, split: TargetSplitSpec, folder: Path, pool: _PoolLoader
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[Any, np.ndarray]:
+    if not _cacheable(dataset):
+        return generate_split(dataset.name, split, pool())
     path = folder / f"{split.name}.npz"
     if path.is_file():
         cached = _read(path)
@@ -225,6 +244,8 @@ def prepare_target_splits(dataset: DatasetRef, *, cache_root: Path | None = None
         The dataset's cache folder (:func:`shift_cache_dir`).
     """
     folder = shift_cache_dir(dataset, cache_root)
+    if not _cacheable(dataset):
+        return folder
     if not folder.is_dir():
         prune_stale_versions(dataset, cache_root)
     pool = _PoolLoader(dataset)

@@ -12,9 +12,12 @@ severity is applied to the same images, as in CIFAR-10-C.
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 
 from tasks.datasets.base import TargetPool
+from tasks.shifts.base import ShiftFamily, TargetSplitSpec, split_rng
 
 
 def clean_indices(pool: TargetPool) -> np.ndarray:
@@ -74,3 +77,44 @@ def stratified_subset(
         k = min(per_class, members.size)
         parts.append(rng.choice(members, size=k, replace=False))
     return np.sort(np.concatenate(parts)).astype(np.int64)
+
+
+#: Size of the class-stratified base subset that corruptions and photo blends are applied to.
+BASE_SUBSET_SIZE: Final[int] = 2000
+
+
+def base_subset(dataset: str, pool: TargetPool) -> np.ndarray:
+    """Indices of the base subset that corruptions and photo blends are applied to.
+
+    Parameters
+    ----------
+    dataset : str
+        Dataset key (seeds the draw).
+    pool : TargetPool
+        Test pool of the dataset.
+
+    Returns
+    -------
+    numpy.ndarray
+        :data:`BASE_SUBSET_SIZE` clean indices, stratified by class (fewer for small pools).
+    """
+    return stratified_subset(
+        pool.labels, clean_indices(pool), BASE_SUBSET_SIZE, split_rng(dataset, "base")
+    )
+
+
+def _splits() -> list[TargetSplitSpec]:
+    return [TargetSplitSpec("clean", "clean", "clean", None)]
+
+
+def _generate(
+    dataset: str, split: TargetSplitSpec, pool: TargetPool, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    idx = clean_indices(pool)
+    return pool.samples[idx], pool.labels[idx]
+
+
+#: ``clean`` for arrays of samples (images); graphs have theirs in :mod:`.structural`.
+FAMILIES: Final[tuple[ShiftFamily, ...]] = (
+    ShiftFamily("clean", 0, ("image",), _splits, _generate),
+)

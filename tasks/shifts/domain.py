@@ -28,6 +28,10 @@ from typing import Final
 import numpy as np
 from PIL import Image
 
+from tasks.datasets.base import TargetPool
+from tasks.shifts.base import ShiftFamily, TargetSplitSpec
+from tasks.shifts.clean import BASE_SUBSET_SIZE, base_subset
+
 #: ITU-R 601-2 luma weights (PIL's ``convert("L")``).
 LUMA: Final[np.ndarray] = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 
@@ -145,3 +149,33 @@ def mnistm_blend(images: np.ndarray, intensity: float, rng: np.random.Generator)
     rgb = np.abs(np.float32(intensity) * patches - x)
     grey = rgb @ LUMA
     return np.clip(np.rint(grey * 255.0), 0, 255).astype(np.uint8)
+
+
+#: Photo-patch intensity of domain severities 1 to 3.
+DOMAIN_INTENSITIES: tuple[float, ...] = (0.4, 0.7, 1.0)
+
+
+def _splits() -> list[TargetSplitSpec]:
+    return [
+        TargetSplitSpec(
+            f"mnistm-photo-{sev}",
+            "domain",
+            "mnistm-photo",
+            sev,
+            (("intensity", beta), ("size", float(BASE_SUBSET_SIZE))),
+        )
+        for sev, beta in enumerate(DOMAIN_INTENSITIES, start=1)
+    ]
+
+
+def _generate(
+    dataset: str, split: TargetSplitSpec, pool: TargetPool, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    idx = base_subset(dataset, pool)
+    return mnistm_blend(pool.samples[idx], split.param("intensity"), rng), pool.labels[idx]
+
+
+#: MNIST-M style blend with patches of real photographs.
+FAMILIES: tuple[ShiftFamily, ...] = (
+    ShiftFamily("domain", 4, ("image",), _splits, _generate),
+)

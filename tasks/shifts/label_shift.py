@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tasks.datasets.base import TargetPool
+from tasks.shifts.base import ShiftFamily, TargetSplitSpec
+from tasks.shifts.clean import clean_indices
+
 
 def dirichlet_priors(n_classes: int, alpha: float, rng: np.random.Generator) -> np.ndarray:
     """Draw class priors from a symmetric Dirichlet distribution.
@@ -128,3 +132,41 @@ def label_shift_indices(
         if k > 0
     ]
     return np.sort(np.concatenate(parts)).astype(np.int64), priors
+
+
+#: Dirichlet concentrations and draws per concentration of the label-shift family.
+LABEL_SHIFT_ALPHAS: tuple[float, ...] = (0.3, 1.0, 5.0)
+LABEL_SHIFT_DRAWS: int = 2
+LABEL_SHIFT_SIZE: int = 2000
+
+
+def _splits() -> list[TargetSplitSpec]:
+    return [
+        TargetSplitSpec(
+            f"label_shift-a{alpha:g}-d{draw}",
+            "label_shift",
+            f"dirichlet-a{alpha:g}",
+            None,
+            (("alpha", alpha), ("draw", float(draw)), ("size", float(LABEL_SHIFT_SIZE))),
+        )
+        for alpha in LABEL_SHIFT_ALPHAS
+        for draw in range(1, LABEL_SHIFT_DRAWS + 1)
+    ]
+
+
+def _generate(
+    dataset: str, split: TargetSplitSpec, pool: TargetPool, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    candidates = clean_indices(pool)
+    local, _ = label_shift_indices(
+        pool.labels[candidates], pool.n_classes, split.param("alpha"), int(split.param("size")),
+        rng,
+    )
+    idx = candidates[local]
+    return pool.samples[idx], pool.labels[idx]
+
+
+#: Dirichlet-resampled class priors over the clean pool.
+FAMILIES: tuple[ShiftFamily, ...] = (
+    ShiftFamily("label_shift", 2, ("image",), _splits, _generate),
+)

@@ -14,6 +14,9 @@ import math
 
 import numpy as np
 
+from tasks.datasets.base import TargetPool
+from tasks.shifts.base import ShiftFamily, TargetSplitSpec
+
 
 def subpopulation_indices(
     labels: np.ndarray,
@@ -81,3 +84,47 @@ def subpopulation_indices(
         parts.append(rng.choice(novel_idx, size=n_novel, replace=False))
         parts.append(rng.choice(seen_idx, size=k - n_novel, replace=False))
     return np.sort(np.concatenate(parts)).astype(np.int64)
+
+
+#: Fractions of novel sub-population images (severities 1 to 4) and images per class.
+SUBPOP_FRACTIONS: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
+SUBPOP_PER_CLASS: int = 1000
+
+
+def _splits() -> list[TargetSplitSpec]:
+    return [
+        TargetSplitSpec(
+            f"subpop-novel{round(frac * 100)}",
+            "subpopulation",
+            "novel_subclasses",
+            sev,
+            (("novel_fraction", frac), ("per_class", float(SUBPOP_PER_CLASS))),
+        )
+        for sev, frac in enumerate(SUBPOP_FRACTIONS, start=1)
+    ]
+
+
+def _generate(
+    dataset: str, split: TargetSplitSpec, pool: TargetPool, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    if pool.subgroups is None:
+        raise ValueError(
+            f"split {split.name!r} needs a pool with sub-populations; dataset {dataset!r} "
+            f"has none."
+        )
+    idx = subpopulation_indices(
+        pool.labels,
+        pool.subgroups,
+        pool.source_subgroups,
+        pool.novel_subgroups,
+        split.param("novel_fraction"),
+        int(split.param("per_class")),
+        rng,
+    )
+    return pool.samples[idx], pool.labels[idx]
+
+
+#: Novel sub-populations mixed into every class.
+FAMILIES: tuple[ShiftFamily, ...] = (
+    ShiftFamily("subpopulation", 3, ("image",), _splits, _generate),
+)

@@ -37,6 +37,10 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from tasks.datasets.base import TargetPool
+from tasks.shifts.base import ShiftFamily, TargetSplitSpec
+from tasks.shifts.clean import BASE_SUBSET_SIZE, base_subset
+
 #: Severity levels of every corruption.
 SEVERITIES: Final[tuple[int, ...]] = (1, 2, 3, 4, 5)
 
@@ -691,3 +695,31 @@ def corrupt(images: np.ndarray, name: str, severity: int, rng: np.random.Generat
         return images.copy()
     level = corruption.levels[severity - 1]
     return _as_uint8(corruption.fn(_as_float(images), level, rng))
+
+
+def _splits() -> list[TargetSplitSpec]:
+    return [
+        TargetSplitSpec(
+            f"{name}-{sev}",
+            "synthetic",
+            name,
+            sev,
+            (("level", float(c.levels[sev - 1])), ("size", float(BASE_SUBSET_SIZE))),
+        )
+        for name, c in CORRUPTIONS.items()
+        for sev in SEVERITIES
+    ]
+
+
+def _generate(
+    dataset: str, split: TargetSplitSpec, pool: TargetPool, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    idx = base_subset(dataset, pool)
+    images = corrupt(pool.samples[idx], split.shift, int(split.severity or 0), rng)
+    return images, pool.labels[idx]
+
+
+#: Image corruptions (CIFAR-10-C style) at 5 severities.
+FAMILIES: tuple[ShiftFamily, ...] = (
+    ShiftFamily("synthetic", 1, ("image",), _splits, _generate),
+)

@@ -22,6 +22,7 @@ from estimators.alsa import (
     alsa_accuracy,
     alsa_influence,
     alsa_predict,
+    augmented_tau,
     cosine_distance,
     fit_alsa_anchors,
     kernel_alpha_value,
@@ -30,7 +31,9 @@ from estimators.alsa import (
 from estimators import _alsa_kernels as kern
 from estimators.exceptions import ConvergenceWarning, DegenerateValidationWarning
 
-SMALL = dict(n_anchors=24, max_epochs=40, device="cpu")
+SMALL = dict(n_anchors=24, max_epochs=40, min_epochs=0, device="cpu")
+#: The paper's ALSA as printed: raw-logit cosine space, eq. (10) alone as the stop rule.
+PAPER = dict(space="raw", stop_rule="paper", min_epochs=0)
 
 
 def make_logits(rng: np.random.Generator, n: int = 400, c: int = 5, margin: float = 2.0):
@@ -140,23 +143,32 @@ def test_invariant_to_positive_scaling_of_val_and_target(rng, name):
         np.testing.assert_array_equal(est.peaks_, base.peaks_)
         assert est.estimate(zt * s).accuracy == ref
     est = fit_quiet(get_estimator(name, **SMALL), z * 3.7, y)
-    assert est.estimate(zt * 0.3).accuracy == pytest.approx(ref, abs=1e-4)
-    # temperature scaling of the target alone is a no-op for a fitted estimator
-    assert base.estimate(zt / 1.7).accuracy == pytest.approx(ref, abs=1e-6)
+    assert est.estimate(zt * 3.7).accuracy == pytest.approx(ref, abs=1e-4)
+    # In the paper's raw space, temperature scaling of the target alone is a no-op too; the
+    # default augmented space compares norms with the fitted tau, so it sees confidence.
+    raw = fit_quiet(get_estimator(name, space="raw", **SMALL), z, y)
+    raw_ref = raw.estimate(zt).accuracy
+    assert raw.estimate(zt / 1.7).accuracy == pytest.approx(raw_ref, abs=1e-6)
+    assert abs(base.estimate(zt / 1.7).accuracy - ref) > 1e-3
 
 
 def test_not_invariant_to_adding_a_constant_vector(rng):
     z, y = make_logits(rng)
     zt, _ = make_logits(rng, margin=1.0)
-    est = fit_quiet(get_estimator("alsa-g", **SMALL), z, y)
+    est = fit_quiet(get_estimator("alsa-g", **{**SMALL, **PAPER}), z, y)
     shifted = est.estimate(zt + 3.0).accuracy  # softmax would not notice this shift
-    assert abs(shifted - est.estimate(zt).accuracy) > 1e-3
+    assert abs(shifted - est.estimate(zt).accuracy) > 1e-3  # the paper's raw space does
+    for space in ("augmented", "centered", "logprob"):  # the canonical spaces do not
+        est = fit_quiet(get_estimator("alsa-g", space=space, **SMALL), z, y)
+        assert est.estimate(zt + 3.0).accuracy == pytest.approx(est.estimate(zt).accuracy,
+                                                                abs=1e-6)
 
 
 # --------------------------------------------------------------------------- stopping rule
 def test_stopping_rule_holds_when_converged(rng):
     z, y = make_logits(rng, n=300)
-    est = get_estimator("alsa-e", n_anchors=20, max_epochs=3000, lr_peaks=0.05, device="cpu")
+    est = get_estimator("alsa-e", n_anchors=20, max_epochs=3000, lr_peaks=0.05, device="cpu",
+                        **PAPER)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         est.fit(z, y)
@@ -185,10 +197,31 @@ def test_max_epochs_warns_and_reports(rng):
     assert diag["train_gap"] == est.train_gap_
 
 
+def test_fixed_stop_rule_trains_min_epochs_and_calibration_meets_eq10(rng):
+    z, y = make_logits(rng, n=300)
+    est = fit_quiet(get_estimator("alsa-g", n_anchors=20, min_epochs=30, device="cpu"), z, y)
+    assert est.stop_rule == "fixed"  # the default
+    assert est.stop_reason_ == "fixed" and est.n_epochs_ == 30
+    assert len(est.history_["loss"]) == 31
+    # eq. (10) holds through the calibration offset, whatever the gap left by training
+    q = alsa_predict(z, est.anchors_, rectify="none", device="cpu").q
+    assert q.mean() == pytest.approx(np.mean(z.argmax(1) == y), abs=1e-6)
+
+
+def test_augmented_tau_is_the_median_centred_norm_per_free_dimension(rng):
+    for c in (2, 3, 10):
+        z = rng.normal(size=(101, c)) * 3.0 + rng.normal(size=(101, 1))
+        zc = z - z.mean(axis=1, keepdims=True)
+        expected = np.median(np.linalg.norm(zc, axis=1)) / math.sqrt(c - 1)
+        assert augmented_tau(z) == pytest.approx(expected, rel=1e-12)
+    assert augmented_tau(np.zeros((5, 3))) == 1.0
+
+
 def test_min_epochs_delays_the_stop(rng):
     z, y = make_logits(rng, n=200)
-    kw = dict(n_anchors=10, max_epochs=60, device="cpu", tol=0.5)  # tol so loose it holds at once
-    assert fit_quiet(get_estimator("alsa-g", **kw), z, y).n_epochs_ == 0
+    # tol=0.5: eq. (10) holds at once
+    kw = dict(n_anchors=10, max_epochs=60, device="cpu", tol=0.5, stop_rule="paper")
+    assert fit_quiet(get_estimator("alsa-g", min_epochs=0, **kw), z, y).n_epochs_ == 0
     est = fit_quiet(get_estimator("alsa-g", min_epochs=25, **kw), z, y)
     assert est.n_epochs_ == 25 and est.stop_reason_ == "converged"
 
@@ -227,7 +260,7 @@ def test_far_point_gets_chance_and_fraction_is_reported(kernel):
 
 def test_rectify_modes_and_estimator_diagnostics(rng):
     z, y = make_logits(rng)
-    est = fit_quiet(get_estimator("alsa-g", **SMALL), z, y)
+    est = fit_quiet(get_estimator("alsa-g", **{**SMALL, **PAPER}), z, y)
     far = rng.normal(size=(50, 5))
     far[:, 0] = -20.0  # no validation logit points this way
     res = est.estimate(np.concatenate([z[:50], far]))
@@ -346,7 +379,8 @@ def test_freeze_keeps_groups_at_their_initial_values(rng, freeze):
 
 def test_initialisation_follows_the_paper(rng):
     z, y = make_logits(rng, n=300)
-    est = fit_quiet(get_estimator("alsa-g", max_epochs=0, n_anchors=40, seed=2, device="cpu"), z, y)
+    est = fit_quiet(get_estimator("alsa-g", max_epochs=0, n_anchors=40, seed=2, device="cpu",
+                                  space="raw"), z, y)
     # every initial position is a validation logit row, peak +6 iff that row is correct
     correct = z.argmax(1) == y
     for a, p in zip(est.positions_, est.peaks_):
@@ -378,7 +412,7 @@ def test_estimator_contract_and_functional_api_agree(rng):
     zt, _ = make_logits(rng, margin=1.0)
     est = fit_quiet(get_estimator("alsa-g", **SMALL), z, y)
     assert isinstance(est, ALSAG) and isinstance(est, ALSA) and est.name == "alsa-g"
-    assert est.positions_.shape == (24, 5) and est.positions_.dtype == np.float32
+    assert est.positions_.shape == (24, 6) and est.positions_.dtype == np.float32  # c + 1
     assert est.peaks_.shape == (24,) and est.variances_.shape == (24,)
     res = est.estimate(zt)
     q = est.predict_proba_correct(zt)
@@ -389,9 +423,11 @@ def test_estimator_contract_and_functional_api_agree(rng):
         assert key in res.diagnostics
     assert res.params["kernel"] == "gaussian" and res.params["n_anchors"] == 24
     res.to_record()  # JSON-safe
-    with pytest.warns(ConvergenceWarning):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
         fit = fit_alsa_anchors(
-            z, y, kernel="gaussian", seed=0, n_anchors=24, max_epochs=40, device="cpu"
+            z, y, kernel="gaussian", seed=0, n_anchors=24, max_epochs=40, min_epochs=0,
+            device="cpu"
         )
     np.testing.assert_array_equal(fit.anchors.peaks, est.peaks_)
 
@@ -431,7 +467,9 @@ def test_registry_defaults_and_clone():
         ("peak", 0.0),
         ("chunk_size", 0),
         ("optimizer", "lbfgs"),
-        ("center", "yes"),
+        ("space", "yes"),
+        ("stop_rule", "never"),
+        ("n_anchors", "many"),
         ("gradient", "numeric"),
         ("anchor_sampling", "random"),
         ("n_threads", 0),
@@ -444,9 +482,10 @@ def test_bad_parameters_raise_value_error_naming_them(rng, param, value):
         est.fit(z, y)
 
 
-def test_min_epochs_above_max_epochs_is_rejected(rng):
-    with pytest.raises(ValueError, match="min_epochs"):
-        get_estimator("alsa-g", min_epochs=5, max_epochs=2).fit(*make_logits(rng, n=50))
+def test_min_epochs_above_max_epochs_runs_to_the_cap(rng):
+    est = fit_quiet(get_estimator("alsa-g", min_epochs=5, max_epochs=2, n_anchors=10,
+                                  device="cpu"), *make_logits(rng, n=50))
+    assert est.n_epochs_ == 2
 
 
 def test_more_anchors_than_rows_is_capped_with_a_warning(rng):
@@ -467,7 +506,7 @@ def test_degenerate_validation_set_stays_finite(rng):
 def test_threads_restored_and_center_option(rng):
     z, y = make_logits(rng, n=200)
     before = torch.get_num_threads()
-    est = fit_quiet(get_estimator("alsa-g", n_threads=1, center=True, **SMALL), z, y)
+    est = fit_quiet(get_estimator("alsa-g", n_threads=1, space="centered", **SMALL), z, y)
     est.estimate(z)
     assert torch.get_num_threads() == before
     # centred ALSA ignores constant shifts of the logits
@@ -483,3 +522,32 @@ def test_cuda_matches_cpu(rng):
     np.testing.assert_allclose(gpu.peaks_, cpu.peaks_, rtol=1e-3, atol=1e-3)
     assert gpu.estimate(zt).accuracy == pytest.approx(cpu.estimate(zt).accuracy, abs=1e-3)
     assert gpu.estimate(zt).diagnostics["device"].startswith("cuda")
+
+
+# --------------------------------------------------------------------------- issue 15
+def test_auto_anchors_fit_small_validation_sets_without_warning(rng):
+    z, y = make_logits(rng, n=174)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        est = fit_quiet(get_estimator("alsa-e", device="cpu"), z, y)
+    assert est.n_anchors == "auto" and est.positions_.shape[0] == 174 // 4
+    big, yb = make_logits(rng, n=2000)
+    assert fit_quiet(get_estimator("alsa-g", max_epochs=1, device="cpu"), big, yb
+                     ).positions_.shape[0] == 300
+
+
+@pytest.mark.parametrize("name", ["alsa-g", "alsa-e"])
+def test_calibration_makes_eq10_hold_exactly_and_binary_fits_converge(rng, name):
+    s = rng.normal(size=1500) * 2.0
+    y = (s + rng.normal(size=1500) * 1.5 > 0).astype(int)  # a noisy binary model
+    est = get_estimator(name, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est.fit(s[:1000], y[:1000])
+    res = est.estimate(s[1000:])
+    assert res.diagnostics["converged"] and res.diagnostics["n_epochs"] < est.max_epochs
+    q = alsa_predict(s[:1000], est.anchors_, rectify="none", device="cpu").q
+    assert q.mean() == pytest.approx(est.val_accuracy_, abs=1e-5)  # float32 influences
+    # held-out in-distribution rows: within binomial 2 sigma of the validation accuracy
+    sd = math.sqrt(est.val_accuracy_ * (1 - est.val_accuracy_) / 500)
+    assert abs(res.accuracy - est.val_accuracy_) < 2 * sd

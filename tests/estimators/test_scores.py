@@ -108,7 +108,7 @@ def test_compute_score_matches_public_functions(rng):
 
 def test_scores_reject_bad_logits():
     with pytest.raises(ValueError, match=r"logits must be a 2-D array"):
-        max_confidence(np.zeros(3))
+        max_confidence(np.zeros((1, 2, 3)))  # 1-D is binary, accepted
     with pytest.raises(ValueError, match=r"logits must be finite"):
         negative_entropy(np.array([[0.0, np.nan]]))
 

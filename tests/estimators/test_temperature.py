@@ -130,7 +130,7 @@ def test_bad_bounds_rejected(bounds, rng):
 
 def test_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="val_logits must be a 2-D array"):
-        fit_temperature(np.zeros(3), np.zeros(3, dtype=int))
+        fit_temperature(np.zeros((3, 2, 2)), np.zeros(3, dtype=int))
     with pytest.raises(ValueError, match=r"val_labels contains 1 values outside \[0, 2\)"):
         fit_temperature(np.zeros((2, 2)), [0, 2])
     with pytest.raises(ValueError, match="temperature must be a finite number > 0"):

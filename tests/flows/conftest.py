@@ -63,7 +63,7 @@ def _load_pool(root: Path):
     from tasks.datasets import TargetPool
 
     with np.load(Path(root) / "tiny" / "tiny.npz") as data:
-        return TargetPool(images=data["pool_x"], labels=data["pool_y"], n_classes=TINY_CLASSES)
+        return TargetPool(samples=data["pool_x"], labels=data["pool_y"], n_classes=TINY_CLASSES)
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ def tiny_suite(monkeypatch: pytest.MonkeyPatch) -> str:
     """Register dataset ``tiny`` (suite ``tiny``): 240 training images, 120 validation images,
     two target splits (``clean`` and one label-shifted draw of 100 images)."""
     import tasks.datasets as datasets
-    import tasks.shifts as shifts
+    import tasks.shifts.label_shift as label_shift
     from tasks.datasets import DatasetSpec
     from tasks.datasets.fmnist import images_to_inputs
 
@@ -82,7 +82,7 @@ def tiny_suite(monkeypatch: pytest.MonkeyPatch) -> str:
         raw_files=_raw_files, load_source=_load_source, load_target_pool=_load_pool, to_inputs=images_to_inputs,
     )
     monkeypatch.setitem(datasets.DATASETS, "tiny", spec)
-    monkeypatch.setattr(shifts, "LABEL_SHIFT_ALPHAS", (1.0,))
-    monkeypatch.setattr(shifts, "LABEL_SHIFT_DRAWS", 1)
-    monkeypatch.setattr(shifts, "LABEL_SHIFT_SIZE", 100)
+    monkeypatch.setattr(label_shift, "LABEL_SHIFT_ALPHAS", (1.0,))
+    monkeypatch.setattr(label_shift, "LABEL_SHIFT_DRAWS", 1)
+    monkeypatch.setattr(label_shift, "LABEL_SHIFT_SIZE", 100)
     return TINY_SUITE

@@ -48,7 +48,45 @@ def test_unknown_backbone_is_one_clear_line(runner: CliRunner, state_home) -> No
     result = runner.invoke(app, ["run", "--backbone", "lenet", "--backbone", "vgg"])
     assert result.exit_code == 2
     line = _one_error_line(result)
-    assert "backbone must be one of lenet, mlp, resnet" in line and "'vgg'" in line
+    assert "backbone must be one of gat, gcn, gin, lenet, mlp, resnet, sage" in line
+    assert "'vgg'" in line
+
+
+def test_backbone_of_another_modality_is_one_clear_line(runner: CliRunner, state_home) -> None:
+    result = runner.invoke(app, ["run", "--suite", "graph", "--backbone", "lenet"])
+    assert result.exit_code == 2
+    line = _one_error_line(result)
+    assert "'lenet' takes image inputs" in line and "graph" in line
+    assert "gat, gcn, gin, sage" in line
+    assert not (state_home / "bench.duckdb").exists()
+
+
+def test_backbones_pick_their_suites(state_home) -> None:
+    from flows.benchmark import make_plans
+
+    plans = make_plans(None, backbones=["gat"], seeds=1)
+    assert [(p.suite, p.backbones) for p in plans] == [("graph", ("gat",))]
+    plans = make_plans(None, backbones=["lenet", "gcn"], seeds=2)
+    assert [(p.suite, p.backbones) for p in plans] == [("fmnist", ("lenet",)), ("graph", ("gcn",))]
+    defaults = make_plans(None, seeds=1)
+    assert [p.suite for p in defaults] == ["fmnist", "graph"]
+    assert defaults[1].backbones == ("gat", "gcn", "gin", "sage")
+    with pytest.raises(ValueError, match="suite 'fmnist' is image, and none of the backbones gcn"):
+        make_plans(["fmnist", "graph"], backbones=["gcn"])
+
+
+def test_missing_online_dataset_fails_fast_without_writing(
+    runner: CliRunner, state_home
+) -> None:
+    import time
+
+    start = time.perf_counter()
+    result = runner.invoke(app, ["run", "--suite", "ogbn-arxiv", "-b", "gcn"])
+    assert result.exit_code == 2
+    line = _one_error_line(result)
+    assert "ogbn_arxiv" in line and "PygNodePropPredDataset" in line
+    assert time.perf_counter() - start < 10
+    assert not (state_home / "bench.duckdb").exists()
 
 
 def test_unknown_suite_and_method_are_one_clear_line(runner: CliRunner, state_home) -> None:

@@ -102,7 +102,7 @@ def _write_bad(tmp_path, files, kind):
         return ["--val", bad, "--target", target], "unsupported file type '.txt'"
     if kind == "bad array":
         bad = tmp_path / "bad.npz"
-        np.savez(bad, logits=rng.normal(size=10))
+        np.savez(bad, logits=rng.normal(size=(2, 5, 3)))
         return ["--val", val, "--target", bad], "logits must be a 2-D array"
     if kind == "NaN logits":
         bad = tmp_path / "nan.npz"

@@ -68,8 +68,7 @@ def test_parquet_wide_columns_in_numeric_order(tmp_path, rng):
         ("corrupt_npz", "not a readable .npz archive"),
         ("npy_as_npz", "not a readable .npz archive|expected an .npz archive"),
         ("pickled_npz", "cannot read the arrays"),
-        ("one_d_logits", "logits must be a 2-D array \\(n_samples, n_classes\\); got shape"),
-        ("one_class", "logits must have at least 2 classes"),
+        ("three_d_logits", "logits must be a 2-D array \\(n_samples, n_classes\\), or a binary"),
         ("string_logits", "logits must be numeric"),
         ("label_count", "6 labels for 7 logit rows"),
         ("float_labels", "labels must be integer class indices; got non-integer values"),
@@ -105,10 +104,8 @@ def test_rejected_files_name_the_file_and_the_problem(tmp_path, arrays, setup, m
             np.save(fh, logits)
     elif setup == "pickled_npz":
         np.savez(path, logits=np.array([[1, 2], [3]], dtype=object), labels=labels[:2])
-    elif setup == "one_d_logits":
-        np.savez(path, logits=logits[:, 0], labels=labels)
-    elif setup == "one_class":
-        np.savez(path, logits=logits[:, :1], labels=labels)
+    elif setup == "three_d_logits":
+        np.savez(path, logits=logits[None], labels=labels)
     elif setup == "string_logits":
         np.savez(path, logits=np.full((7, 3), "x"), labels=labels)
     elif setup == "label_count":
@@ -136,3 +133,13 @@ def test_rejected_files_name_the_file_and_the_problem(tmp_path, arrays, setup, m
     with pytest.raises(ValueError, match=message) as info:
         load_logit_file(path, require_labels=True)
     assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("shape", ["(n,)", "(n, 1)"])
+def test_binary_positive_class_logits_become_two_columns(tmp_path, shape):
+    s = np.array([-1.5, 0.0, 2.0, 0.25])
+    path = tmp_path / "binary.npz"
+    np.savez(path, logits=s if shape == "(n,)" else s[:, None], labels=np.array([0, 0, 1, 1]))
+    logits, labels = load_logit_file(path, require_labels=True)
+    np.testing.assert_array_equal(logits, np.stack([np.zeros(4), s], axis=1))  # [0, s]
+    assert labels.tolist() == [0, 0, 1, 1]

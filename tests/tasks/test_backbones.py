@@ -1,41 +1,77 @@
-"""Backbone registry: every architecture builds, maps inputs to logits, and fails clearly."""
+"""Backbone registry: every architecture builds for its modality, maps inputs to logits, fails clearly."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from tasks.backbones import BACKBONES, available_backbones, get_backbone, get_backbone_spec
+from tasks.backbones import (
+    BACKBONES,
+    available_backbones,
+    check_backbone,
+    get_backbone,
+    get_backbone_spec,
+)
+
+IMAGE = ("mlp", "lenet", "resnet")
+GRAPH = ("gcn", "sage", "gat", "gin")
 
 
-def test_registry_lists_the_three_families():
-    assert set(available_backbones()) >= {"mlp", "lenet", "resnet"}
+def _forward(name: str, n_classes: int, seed: int = 0) -> torch.Tensor:
+    torch.manual_seed(seed)
+    if get_backbone_spec(name).accepts("graph"):
+        net = get_backbone(name, n_classes, (16,)).eval()
+        edges = torch.tensor([[0, 1, 1, 2, 3, 4], [1, 0, 2, 1, 4, 3]])
+        with torch.no_grad():
+            return net(torch.rand(5, 16), edges)
+    net = get_backbone(name, n_classes, (1, 28, 28)).eval()
+    with torch.no_grad():
+        return net(torch.rand(5, 1, 28, 28))
+
+
+def test_registry_lists_every_family_with_its_modality():
+    assert set(available_backbones("image")) == set(IMAGE)
+    assert set(available_backbones("graph")) == set(GRAPH)
     assert list(available_backbones()) == sorted(BACKBONES)
+    assert all(BACKBONES[n].modalities == ("graph",) for n in GRAPH)
+
+
+def test_graph_recipe_is_the_papers():
+    for name in GRAPH:
+        spec = get_backbone_spec(name)
+        assert (spec.optimizer, spec.lr, spec.weight_decay, spec.patience) == (
+            "adam", 1e-2, 5e-4, 20
+        )
 
 
 @pytest.mark.parametrize("n_classes", [10, 3])
 @pytest.mark.parametrize("name", sorted(BACKBONES))
 def test_forward_shape(name, n_classes):
-    torch.manual_seed(0)
-    net = get_backbone(name, n_classes).eval()
-    with torch.no_grad():
-        out = net(torch.rand(5, 1, 28, 28))
+    out = _forward(name, n_classes)
     assert out.shape == (5, n_classes) and out.dtype == torch.float32
     assert torch.isfinite(out).all()
 
 
 @pytest.mark.parametrize("name", sorted(BACKBONES))
-def test_same_seed_same_weights(name):
-    torch.manual_seed(3)
-    a = get_backbone(name, 10).state_dict()
-    torch.manual_seed(3)
-    b = get_backbone(name, 10).state_dict()
-    assert all(torch.equal(a[k], b[k]) for k in a)
+def test_same_seed_same_weights_and_logits(name):
+    assert torch.equal(_forward(name, 4, seed=3), _forward(name, 4, seed=3))
+    assert not torch.equal(_forward(name, 4, seed=3), _forward(name, 4, seed=4))
+
+
+@pytest.mark.parametrize("name", GRAPH)
+def test_graph_embeddings_feed_the_head(name):
+    torch.manual_seed(0)
+    net = get_backbone(name, 3, (8,)).eval()
+    x, edges = torch.rand(6, 8), torch.tensor([[0, 1, 2, 3], [1, 0, 3, 2]])
+    with torch.no_grad():
+        emb = net.embed(x, edges)
+        assert emb.shape == (6, 128)
+        torch.testing.assert_close(net.head(emb), net(x, edges))
 
 
 def test_channels_last_gives_the_same_logits():
     torch.manual_seed(0)
-    net = get_backbone("resnet", 10).eval()
+    net = get_backbone("resnet", 10, (1, 28, 28)).eval()
     x = torch.rand(4, 1, 28, 28)
     with torch.no_grad():
         plain = net(x)
@@ -46,7 +82,7 @@ def test_channels_last_gives_the_same_logits():
 
 def test_unknown_backbone_lists_names():
     with pytest.raises(ValueError) as info:
-        get_backbone("vgg", 10)
+        get_backbone("vgg", 10, (1, 28, 28))
     message = str(info.value)
     assert "'vgg'" in message
     assert all(name in message for name in available_backbones())
@@ -54,10 +90,21 @@ def test_unknown_backbone_lists_names():
         get_backbone_spec("vgg")
 
 
+def test_backbone_of_another_modality_is_refused_with_the_right_choices():
+    with pytest.raises(ValueError) as info:
+        check_backbone("lenet", "graph", "arxiv-sim")
+    message = str(info.value)
+    assert "'lenet' takes image inputs" in message and "'arxiv-sim' is graph" in message
+    assert "gat, gcn, gin, sage" in message
+    assert check_backbone("gcn", "graph").name == "gcn"
+
+
 def test_bad_sizes_are_rejected():
     with pytest.raises(ValueError, match="n_classes"):
-        get_backbone("mlp", 1)
+        get_backbone("mlp", 1, (1, 28, 28))
     with pytest.raises(ValueError, match="image inputs"):
         get_backbone("lenet", 10, input_shape=(384,))
+    with pytest.raises(ValueError, match=r"node feature vectors.*\(1, 28, 28\)"):
+        get_backbone("gcn", 10, input_shape=(1, 28, 28))
     # the MLP also takes flat feature vectors (e.g. sentence embeddings)
     assert get_backbone("mlp", 4, input_shape=(384,))(torch.rand(2, 384)).shape == (2, 4)

@@ -41,8 +41,10 @@ def _change(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(np.abs(a.astype(np.int16) - b.astype(np.int16))))
 
 
-def test_registry_has_the_five_families_and_enough_corruptions():
-    assert SHIFT_FAMILIES == ("clean", "synthetic", "label_shift", "subpopulation", "domain")
+def test_registry_has_every_family_and_enough_corruptions():
+    assert SHIFT_FAMILIES == (
+        "clean", "synthetic", "label_shift", "subpopulation", "domain", "temporal", "structural"
+    )
     assert len(CORRUPTIONS) >= 12
     assert all(len(c.levels) == 5 for c in CORRUPTIONS.values())
 
@@ -104,7 +106,7 @@ def _coarse_pool(per_fine: int = 40) -> TargetPool:
     images = np.zeros((fine.size, 28, 28), dtype=np.uint8)
     images[:, 0, 0] = fine
     return TargetPool(
-        images=images,
+        samples=images,
         labels=fmnist.FINE_TO_COARSE[fine],
         n_classes=3,
         subgroups=fine,

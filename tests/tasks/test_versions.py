@@ -1,40 +1,53 @@
-"""Stage code versions: which source files each stage depends on, and what changes them."""
+"""Stage code versions: which source files each stage depends on, and what changes them.
+
+Two kinds of proof: on miniature project trees (files with real ``import`` statements) that the
+version follows the import closure and nothing else; and on the real tree, that every project
+module a stage's entry points actually load at run time is hashed, and that adding or editing a
+dataset moves no other dataset's train/extract version.
+"""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tasks.versions import (
-    STAGE_SOURCES,
+    PROJECT_ROOT,
+    STAGE_ROOTS,
     STAGES,
     code_versions,
+    dataset_roots,
+    module_closure,
     parse_refresh,
     stage_code_version,
     stage_files,
 )
 
+# ------------------------------------------------------------------------- miniature projects
+MINI = {
+    "tasks/__init__.py": "",
+    "tasks/refs.py": "REFS = 1\n",
+    "tasks/download.py": "from tasks.refs import REFS\n",
+    "tasks/train.py": "from tasks import download\nfrom . import helpers\n",
+    "tasks/helpers.py": "X = 1\n",
+    "tasks/extract.py": "from tasks.train import helpers\n",
+    "tasks/estimate.py": "def f():\n    from estimators.alsa import ALSA\n",
+    "tasks/report.py": "import storage.anchors\nfrom estimators import alsa\n",
+    "estimators/__init__.py": "",
+    "estimators/alsa.py": "ALSA = 1\n",
+    "estimators/cot.py": "COT = 1\n",
+    "storage/__init__.py": "",
+    "storage/anchors.py": "A = 1\n",
+}
+
 
 def _project(root: Path) -> Path:
-    """A miniature project tree with one file per source group."""
-    files = {
-        "tasks/refs.py": "refs",
-        "tasks/download.py": "download",
-        "tasks/datasets/__init__.py": "registry",
-        "tasks/datasets/fmnist.py": "fmnist",
-        "tasks/train.py": "train",
-        "tasks/backbones.py": "backbones",
-        "tasks/extract.py": "extract",
-        "tasks/shifts/synthetic.py": "corruptions",
-        "tasks/estimate.py": "estimate",
-        "tasks/report.py": "report",
-        "estimators/alsa.py": "alsa",
-        "storage/schema.py": "schema",
-        "storage/logits.py": "logits",
-        "storage/estimates.py": "estimates",
-    }
-    for rel, text in files.items():
+    for rel, text in MINI.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -47,69 +60,173 @@ def _versions(root: Path) -> dict[str, str]:
     return {stage: stage_code_version(stage, root) for stage in STAGES}
 
 
-def test_every_stage_has_sources_and_a_short_stable_version() -> None:
-    assert tuple(STAGE_SOURCES) == STAGES
-    versions = code_versions()
-    assert set(versions) == set(STAGES)
-    assert all(len(v) == 16 and int(v, 16) >= 0 for v in versions.values())
-    assert versions == code_versions()
-    # The real tree: the estimate stage depends on the estimators, train does not.
-    rels = {p.relative_to(Path(__file__).resolve().parents[2]).as_posix()
-            for p in stage_files("estimate")}
-    assert "estimators/base.py" in rels and "tasks/train.py" not in rels
+def _rel(paths: list[Path], root: Path) -> set[str]:
+    return {p.relative_to(root.resolve()).as_posix() for p in paths}
 
 
-def test_editing_an_estimator_changes_estimate_only(tmp_path: Path) -> None:
+def test_closure_follows_absolute_relative_and_function_level_imports(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    assert _rel(stage_files("train", root), root) == {
+        "tasks/__init__.py", "tasks/download.py", "tasks/refs.py", "tasks/train.py",
+        "tasks/helpers.py",
+    }
+    # an import inside a function counts; a class name imported from a module does not add files
+    assert "estimators/alsa.py" in _rel(stage_files("estimate", root), root)
+    assert "estimators/cot.py" not in _rel(stage_files("estimate", root), root)
+
+
+def test_editing_a_module_changes_exactly_the_stages_that_import_it(tmp_path: Path) -> None:
     root = _project(tmp_path)
     before = _versions(root)
-    (root / "estimators" / "alsa.py").write_text("alsa, edited")
+    (root / "estimators" / "alsa.py").write_text("ALSA = 2\n")
     after = _versions(root)
-    assert after["estimate"] != before["estimate"]
-    for stage in ("download", "train", "extract", "report"):
-        assert after[stage] == before[stage], stage
-
-
-def test_editing_a_dataset_changes_every_stage_from_download(tmp_path: Path) -> None:
-    root = _project(tmp_path)
-    before = _versions(root)
-    (root / "tasks" / "datasets" / "fmnist.py").write_text("fmnist, edited")
+    assert {s for s in STAGES if after[s] != before[s]} == {"estimate", "report"}
+    before = after
+    (root / "tasks" / "helpers.py").write_text("X = 2\n")
     after = _versions(root)
-    for stage in ("download", "train", "extract"):
-        assert after[stage] != before[stage], stage
-    assert after["estimate"] == before["estimate"]
+    assert {s for s in STAGES if after[s] != before[s]} == {"train", "extract"}
 
 
-def test_editing_a_shift_changes_extract_not_train(tmp_path: Path) -> None:
-    root = _project(tmp_path)
-    before = _versions(root)
-    (root / "tasks" / "shifts" / "synthetic.py").write_text("corruptions, edited")
-    after = _versions(root)
-    assert after["extract"] != before["extract"]
-    assert after["train"] == before["train"]
-
-
-def test_new_file_counts_line_endings_do_not(tmp_path: Path) -> None:
+def test_new_import_counts_line_endings_do_not(tmp_path: Path) -> None:
     root = _project(tmp_path)
     before = stage_code_version("estimate", root)
-    (root / "estimators" / "alsa.py").write_bytes(b"alsa")
+    (root / "estimators" / "cot.py").write_text("COT = 2\n")  # not imported: no change
     assert stage_code_version("estimate", root) == before
-    (root / "estimators" / "cot.py").write_text("cot")
+    (root / "tasks" / "estimate.py").write_text("from estimators import alsa, cot\n")
     assert stage_code_version("estimate", root) != before
     text = root / "tasks" / "report.py"
-    text.write_bytes(b"a\nb\n")
+    text.write_bytes(b"import storage.anchors\n")
     unix = stage_code_version("report", root)
-    text.write_bytes(b"a\r\nb\r\n")
+    text.write_bytes(b"import storage.anchors\r\n")
     assert stage_code_version("report", root) == unix
 
 
 def test_pycache_is_ignored(tmp_path: Path) -> None:
     root = _project(tmp_path)
-    assert all("__pycache__" not in p.parts for p in stage_files("estimate", root))
+    assert all("__pycache__" not in p.parts for p in stage_files("report", root))
+
+
+# --------------------------------------------------------------------------------- real tree
+def test_every_stage_has_a_short_stable_version() -> None:
+    assert tuple(STAGE_ROOTS) == STAGES
+    versions = code_versions()
+    assert set(versions) == set(STAGES)
+    assert all(len(v) == 16 and int(v, 16) >= 0 for v in versions.values())
+    assert versions == code_versions()
+
+
+def _copy_tree(tmp_path: Path) -> Path:
+    """A copy of the project's four packages, to edit without touching the real tree."""
+    copy = tmp_path / "repo"
+    for top in ("tasks", "estimators", "storage", "flows"):
+        shutil.copytree(PROJECT_ROOT / top, copy / top,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def test_report_covers_alsa_and_anchor_storage() -> None:
+    """The bug of the graph issue: a stale report was served after an ALSA change."""
+    rels = _rel(stage_files("report"), PROJECT_ROOT)
+    assert {"estimators/alsa.py", "storage/anchors.py", "tasks/report.py"} <= rels
+    assert "tasks/train.py" not in rels
+
+
+def test_editing_alsa_changes_estimate_and_report(tmp_path: Path) -> None:
+    copy = _copy_tree(tmp_path)
+    before = {s: stage_code_version(s, copy) for s in ("estimate", "report")}
+    with open(copy / "estimators" / "alsa.py", "a") as handle:
+        handle.write("\n# edited\n")
+    with open(copy / "storage" / "anchors.py", "a") as handle:
+        handle.write("\n# edited\n")
+    after = {s: stage_code_version(s, copy) for s in ("estimate", "report")}
+    assert after["estimate"] != before["estimate"]
+    assert after["report"] != before["report"]
+
+
+_LOADED = """
+import json, sys
+sys.path.insert(0, {root!r})
+import {modules}
+root = {root!r}
+print(json.dumps(sorted(
+    m.__file__[len(root) + 1:] for m in list(sys.modules.values())
+    if getattr(m, "__file__", None) and m.__file__.startswith(root)
+    and m.__file__.split("/")[len(root.split("/"))] in ("tasks", "estimators", "storage", "flows")
+)))
+"""
+
+
+@pytest.mark.parametrize(
+    ("stage", "dataset"),
+    [("train", "fmnist"), ("extract", "fmnist"), ("extract", "arxiv-sim"), ("estimate", None),
+     ("report", None)],
+)
+def test_modules_loaded_at_run_time_are_all_hashed(stage: str, dataset: str | None) -> None:
+    """Import the stage's entry points in a fresh interpreter: every project module it loads,
+    except the other members of the registries (discovered at run time, serving other
+    datasets or modalities), is in the stage's file set."""
+    roots = STAGE_ROOTS[stage] + (dataset_roots(stage, dataset) if dataset else ())
+    code = _LOADED.format(root=str(PROJECT_ROOT), modules=", ".join(roots))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    hashed = _rel(stage_files(stage, dataset=dataset), PROJECT_ROOT)
+    registry_members = {
+        rel for rel in loaded
+        if rel.split("/")[:2] in (["tasks", "datasets"], ["tasks", "backbones"],
+                                  ["tasks", "shifts"], ["tasks", "modalities"])
+        and not rel.endswith("__init__.py")
+    }
+    # what the other members import serves only them (e.g. tasks/graphs.py for graph datasets)
+    others = [r[:-3].replace("/", ".") for r in registry_members - hashed]
+    only_theirs = _rel(module_closure(others), PROJECT_ROOT) - hashed
+    missing = loaded - hashed - registry_members - only_theirs
+    assert not missing, f"{stage} loads {sorted(missing)} without hashing them"
+
+
+def test_datasets_do_not_share_train_or_extract_versions_through_their_modules() -> None:
+    fm = _rel(stage_files("extract", dataset="fmnist"), PROJECT_ROOT)
+    gr = _rel(stage_files("extract", dataset="arxiv-sim"), PROJECT_ROOT)
+    assert "tasks/datasets/fmnist.py" in fm and "tasks/datasets/arxiv_sim.py" not in fm
+    assert "tasks/datasets/arxiv_sim.py" in gr and "tasks/datasets/fmnist.py" not in gr
+    assert "tasks/shifts/synthetic.py" in fm and "tasks/shifts/synthetic.py" not in gr
+    assert "tasks/shifts/temporal.py" in gr and "tasks/modalities/graph.py" in gr
+    assert "tasks/backbones/graph.py" not in fm
+
+
+def test_adding_or_editing_a_dataset_leaves_other_datasets_cached(tmp_path: Path) -> None:
+    """Copy the tree, add a dataset module and edit another: fmnist's versions do not move."""
+    copy = _copy_tree(tmp_path)
+    code = (
+        "import sys, json; sys.path.insert(0, {root!r});"
+        "from tasks.versions import stage_code_version as v;"
+        "print(json.dumps({{d: [v(s, dataset=d) for s in ('download', 'train', 'extract')]"
+        " for d in ('fmnist', 'arxiv-sim')}}))"
+    ).format(root=str(copy))
+
+    def versions() -> dict[str, list[str]]:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, timeout=120, cwd=copy)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    before = versions()
+    (copy / "tasks" / "datasets" / "brand_new.py").write_text(
+        '"""A new dataset module."""\nORDER = 99\nSPECS = ()\n'
+    )
+    with open(copy / "tasks" / "datasets" / "arxiv_sim.py", "a") as handle:
+        handle.write("\n# edited\n")
+    after = versions()
+    assert after["fmnist"] == before["fmnist"]
+    assert all(a != b for a, b in zip(after["arxiv-sim"], before["arxiv-sim"], strict=True))
 
 
 def test_unknown_stage_is_rejected() -> None:
     with pytest.raises(ValueError, match="stage must be one of download, train.*got 'fit'"):
         stage_code_version("fit")
+
+
+def test_closure_of_a_non_project_module_is_empty() -> None:
+    assert module_closure(["numpy", "json"]) == []
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,8 @@
-"""Classifier architectures: a registry where adding one is one :class:`BackboneSpec` entry.
+"""Image backbones: maps a batch of images ``(n, channels, height, width)`` to raw logits.
 
-Every backbone maps a batch of model inputs ``(n, *input_shape)`` to raw logits
-``(n, n_classes)`` and is small enough to train on 2 CPU cores within the benchmark budget.
-Each entry also carries its training recipe (epochs, batch size, learning rate), which
-:func:`tasks.train.train_classifier` uses unless told otherwise.
+Each entry of :data:`SPECS` carries its training recipe (AdamW with a one-cycle schedule; epochs,
+batch size, learning rate), which the image adapter (:mod:`tasks.modalities.image`) uses unless
+told otherwise. All are small enough to train on 2 CPU cores within the benchmark budget.
 
 ======  ===================================================================  ==========
 key     architecture                                                         parameters
@@ -16,7 +15,8 @@ resnet  narrow ResNet: 3x3 stride-2 stem (16), BasicBlocks 16/32/64 at       ~78
 
 Examples
 --------
->>> net = get_backbone("lenet", n_classes=3)
+>>> from tasks.backbones import get_backbone
+>>> net = get_backbone("lenet", n_classes=3, input_shape=(1, 28, 28))
 >>> import torch
 >>> net(torch.zeros(2, 1, 28, 28)).shape
 torch.Size([2, 3])
@@ -25,54 +25,14 @@ torch.Size([2, 3])
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final
 
 import torch
 from torch import nn
 
-__all__ = [
-    "BACKBONES",
-    "BackboneSpec",
-    "available_backbones",
-    "get_backbone",
-    "get_backbone_spec",
-]
+from tasks.backbones.base import BackboneSpec
 
-
-@dataclass(frozen=True)
-class BackboneSpec:
-    """One classifier architecture and its default training recipe.
-
-    Attributes
-    ----------
-    name : str
-        Registry key; second part of run keys.
-    build : callable
-        ``build(n_classes, input_shape) -> torch.nn.Module`` returning raw logits.
-    description : str
-        One line for listings.
-    epochs : int
-        Default number of training epochs.
-    batch_size : int
-        Training batch size.
-    lr : float
-        Peak learning rate of AdamW (cosine decay to 0 over training).
-    weight_decay : float
-        AdamW weight decay.
-    image_only : bool
-        Whether the architecture needs image inputs ``(channels, height, width)``.
-    """
-
-    name: str
-    build: Callable[[int, tuple[int, ...]], nn.Module]
-    description: str
-    epochs: int
-    batch_size: int = 128
-    lr: float = 2e-3
-    weight_decay: float = 5e-4
-    image_only: bool = True
+__all__ = ["SPECS", "LeNet", "MLP", "NarrowResNet"]
 
 
 class MLP(nn.Module):
@@ -223,97 +183,45 @@ class NarrowResNet(nn.Module):
         return self.head(self.stages(self.stem(x)))
 
 
-BACKBONES: Final[dict[str, BackboneSpec]] = {
-    spec.name: spec
-    for spec in (
-        BackboneSpec(
-            name="mlp",
-            build=lambda n_classes, shape: MLP(n_classes, shape),
-            description="MLP 256-128 on flattened pixels",
-            epochs=5,
-            image_only=False,
-        ),
-        BackboneSpec(
-            name="lenet",
-            build=lambda n_classes, shape: LeNet(n_classes, shape),
-            description="LeNet-5 style CNN",
-            epochs=5,
-        ),
-        BackboneSpec(
-            name="resnet",
-            build=lambda n_classes, shape: NarrowResNet(n_classes, shape),
-            description="narrow ResNet (16/32/64 channels, 3 basic blocks)",
-            epochs=3,
-        ),
-    )
-}
-
-
-def available_backbones() -> tuple[str, ...]:
-    """Registered backbone keys, sorted."""
-    return tuple(sorted(BACKBONES))
-
-
-def get_backbone_spec(name: str) -> BackboneSpec:
-    """Look up a backbone's registry entry.
-
-    Parameters
-    ----------
-    name : str
-        Registry key.
-
-    Returns
-    -------
-    BackboneSpec
-
-    Raises
-    ------
-    ValueError
-        If ``name`` is not registered; the message lists the valid keys.
-    """
-    try:
-        return BACKBONES[name]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"backbone must be one of {', '.join(available_backbones())}; got {name!r}."
-        ) from None
-
-
-def get_backbone(
-    name: str, n_classes: int, input_shape: tuple[int, ...] = (1, 28, 28)
-) -> nn.Module:
-    """Build an untrained classifier.
-
-    Parameters
-    ----------
-    name : str
-        Registry key (see :func:`available_backbones`).
-    n_classes : int
-        Number of classes, at least 2.
-    input_shape : tuple of int, default (1, 28, 28)
-        Shape of one model input.
-
-    Returns
-    -------
-    torch.nn.Module
-        Maps ``(n, *input_shape)`` to logits ``(n, n_classes)``; parameters initialised from the
-        current torch random state (seed it first for reproducibility).
-
-    Raises
-    ------
-    ValueError
-        If ``name`` is unknown, ``n_classes < 2``, or ``input_shape`` does not suit the
-        architecture.
-    """
-    spec = get_backbone_spec(name)
-    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2:
-        raise ValueError(f"n_classes must be an integer >= 2; got {n_classes!r}.")
-    shape = tuple(int(d) for d in input_shape)
-    if not shape or any(d < 1 for d in shape):
-        raise ValueError(f"input_shape must be a tuple of positive sizes; got {input_shape!r}.")
-    if spec.image_only and (len(shape) != 3 or min(shape[1:]) < 12):
+def _needs_image(name: str, shape: tuple[int, ...]) -> None:
+    if len(shape) != 3 or min(shape[1:]) < 12:
         raise ValueError(
             f"backbone {name!r} needs image inputs (channels, height, width) with height and "
             f"width >= 12; got input_shape={shape}."
         )
-    return spec.build(n_classes, shape)
+
+
+def _lenet(n_classes: int, shape: tuple[int, ...]) -> nn.Module:
+    _needs_image("lenet", shape)
+    return LeNet(n_classes, shape)
+
+
+def _resnet(n_classes: int, shape: tuple[int, ...]) -> nn.Module:
+    _needs_image("resnet", shape)
+    return NarrowResNet(n_classes, shape)
+
+
+#: The image backbones (registry entries; :mod:`tasks.backbones` collects them).
+SPECS: Final[tuple[BackboneSpec, ...]] = (
+    BackboneSpec(
+        name="mlp",
+        build=lambda n_classes, shape: MLP(n_classes, shape),
+        description="MLP 256-128 on flattened pixels",
+        modalities=("image",),
+        epochs=5,
+    ),
+    BackboneSpec(
+        name="lenet",
+        build=_lenet,
+        description="LeNet-5 style CNN",
+        modalities=("image",),
+        epochs=5,
+    ),
+    BackboneSpec(
+        name="resnet",
+        build=_resnet,
+        description="narrow ResNet (16/32/64 channels, 3 basic blocks)",
+        modalities=("image",),
+        epochs=3,
+    ),
+)

@@ -1,0 +1,58 @@
+"""What every backbone entry declares: how to build it, which modalities it accepts, its recipe."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch import nn
+
+__all__ = ["BackboneSpec"]
+
+
+@dataclass(frozen=True)
+class BackboneSpec:
+    """One classifier architecture and its default training recipe.
+
+    Attributes
+    ----------
+    name : str
+        Registry key; second part of run keys.
+    build : callable
+        ``build(n_classes, input_shape) -> torch.nn.Module`` returning raw logits. It raises
+        ``ValueError`` when ``input_shape`` does not suit the architecture.
+    description : str
+        One line for listings.
+    modalities : tuple of str
+        Modalities (``"image"``, ``"graph"``, ``"text"``) whose inputs the architecture accepts;
+        a run of a dataset of another modality is refused before anything is trained.
+    epochs : int
+        Default number of training epochs (the maximum, for recipes with early stopping).
+    batch_size : int
+        Training batch size (image and text; graphs train full batch).
+    lr : float
+        Peak learning rate.
+    weight_decay : float
+        Weight decay.
+    optimizer : {"adamw-onecycle", "adam"}
+        ``"adamw-onecycle"``: AdamW with a one-cycle schedule (15 % warm-up, cosine decay to 0);
+        ``"adam"``: Adam at a fixed learning rate (the paper's graph recipe, App. H).
+    patience : int or None
+        Stop when validation accuracy has not improved for this many epochs and keep the best
+        epoch's weights (the paper's graph recipe: 20); None trains every epoch.
+    """
+
+    name: str
+    build: Callable[[int, tuple[int, ...]], nn.Module]
+    description: str
+    modalities: tuple[str, ...]
+    epochs: int
+    batch_size: int = 128
+    lr: float = 2e-3
+    weight_decay: float = 5e-4
+    optimizer: str = "adamw-onecycle"
+    patience: int | None = None
+
+    def accepts(self, modality: str) -> bool:
+        """Whether the architecture takes inputs of ``modality``."""
+        return modality in self.modalities

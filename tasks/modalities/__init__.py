@@ -1,0 +1,46 @@
+"""Modality adapters: how a split of each modality is batched, trained on and predicted.
+
+==========  ==========================================  ===============================
+modality    a split's samples                           module
+==========  ==========================================  ===============================
+``image``   ``uint8``/float array ``(n, ...)``          :mod:`tasks.modalities.image`
+``graph``   :class:`tasks.graphs.GraphSplit`            :mod:`tasks.modalities.graph`
+==========  ==========================================  ===============================
+
+Examples
+--------
+>>> get_adapter("graph").cache_splits
+False
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .base import FitReport, ModalityAdapter
+
+__all__ = ["FitReport", "ModalityAdapter", "available_modalities", "get_adapter"]
+
+_MODULES = {"image": "tasks.modalities.image", "graph": "tasks.modalities.graph"}
+
+
+def available_modalities() -> tuple[str, ...]:
+    """Modalities with an adapter, sorted."""
+    return tuple(sorted(_MODULES))
+
+
+def get_adapter(modality: str) -> ModalityAdapter:
+    """The adapter of ``modality`` (its module is imported on first use).
+
+    Raises
+    ------
+    ValueError
+        If no adapter exists for ``modality``; the message lists those that do.
+    """
+    try:
+        module = _MODULES[modality]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"modality must be one of {', '.join(available_modalities())}; got {modality!r}."
+        ) from None
+    return importlib.import_module(module).ADAPTER

@@ -1,0 +1,111 @@
+"""What every shift family provides, and the seeding every split shares.
+
+A family module defines ``FAMILIES``: a tuple of :class:`ShiftFamily`, each the implementation
+of one family name for some modalities (``clean`` has one for arrays of images in
+:mod:`.clean` and one for graphs in :mod:`.structural`). The registry
+(:mod:`tasks.shifts`) collects them, so a dataset's splits depend on exactly the modules that
+implement its families for its modality, which is what its cache keys hash.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+
+from tasks.datasets.base import TargetPool
+
+__all__ = ["SHIFT_SEED", "ShiftFamily", "TargetSplitSpec", "split_rng"]
+
+#: Base of every split's seed.
+SHIFT_SEED: Final[int] = 0
+
+
+@dataclass(frozen=True)
+class TargetSplitSpec:
+    """One target split of a dataset.
+
+    Attributes
+    ----------
+    name : str
+        Unique within a run, e.g. ``"gaussian_noise-3"``, ``"label_shift-a0.3-d1"``, ``"2017"``.
+    shift_family : str
+        A family of :data:`tasks.shifts.SHIFT_FAMILIES`.
+    shift : str
+        The shift within its family (``"gaussian_noise"``, ``"dirichlet-a0.3"``,
+        ``"novel_subclasses"``, ``"mnistm-photo"``, ``"clean"``, ``"2017"``, ``"edge_drop"``).
+    severity : int or None
+        1 (mild) upwards for graded shifts; None for ``clean``, ``label_shift`` and
+        ``temporal``.
+    params : tuple of (str, float) pairs
+        The generator's parameters, for documentation and reports.
+    """
+
+    name: str
+    shift_family: str
+    shift: str
+    severity: int | None
+    params: tuple[tuple[str, float], ...] = ()
+
+    def param(self, key: str) -> float:
+        """Value of parameter ``key``.
+
+        Raises
+        ------
+        KeyError
+            If the split has no such parameter.
+        """
+        for k, v in self.params:
+            if k == key:
+                return v
+        raise KeyError(f"split {self.name!r} has no parameter {key!r}; it has {dict(self.params)}.")
+
+
+@dataclass(frozen=True)
+class ShiftFamily:
+    """One family's implementation for some modalities.
+
+    Attributes
+    ----------
+    name : str
+        Family name, as stored in ``splits.shift_family``.
+    order : int
+        Position in reports (lower first).
+    modalities : tuple of str
+        Modalities this implementation serves.
+    splits : callable
+        ``splits() -> list[TargetSplitSpec]``: the family's splits (read at call time, so
+        module constants can be patched in tests).
+    generate : callable
+        ``generate(dataset, split, pool, rng) -> (samples, labels)``: make one split from the
+        dataset's target pool with the split's seeded generator.
+    """
+
+    name: str
+    order: int
+    modalities: tuple[str, ...]
+    splits: Callable[[], list[TargetSplitSpec]]
+    generate: Callable[[str, TargetSplitSpec, TargetPool, np.random.Generator], tuple[Any, np.ndarray]]
+
+    @property
+    def module(self) -> str:
+        """Dotted name of the module that implements the family (for code versions)."""
+        return str(getattr(self.generate, "__module__", "") or "")
+
+
+def split_rng(dataset: str, name: str) -> np.random.Generator:
+    """The seeded generator of one split: ``SeedSequence([SHIFT_SEED, crc32(dataset/name)])``.
+
+    Parameters
+    ----------
+    dataset, name : str
+        Dataset key and split name (or ``"base"`` for the base subset).
+
+    Returns
+    -------
+    numpy.random.Generator
+    """
+    return np.random.default_rng([SHIFT_SEED, zlib.crc32(f"{dataset}/{name}".encode())])
