@@ -124,6 +124,14 @@ def run_command(
         list[str] | None,
         typer.Option("--method", "-m", help="Estimator (repeatable); default all registered."),
     ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--param", metavar="METHOD.NAME=VALUE",
+            help="Hyper-parameter of one method, e.g. alsa-g.alpha=0.9 (JSON values; "
+            "repeatable); part of each estimate's cache key and stored with it.",
+        ),
+    ] = None,
     epochs: Annotated[
         int | None, typer.Option(help="Training epochs; default each backbone's recipe.", min=1)
     ] = None,
@@ -164,6 +172,7 @@ def run_command(
     )
     if method:
         _guard(lambda: _check_methods(method), user_errors=(ValueError,))
+    method_params = _guard(lambda: _method_params(param, method), user_errors=(ValueError,))
     if run_name and len(plans) > 1:
         fail(f"--run-name names one report, but {len(plans)} suites were chosen "
              f"({', '.join(p.suite for p in plans)}); give one --suite with it.")
@@ -182,8 +191,8 @@ def run_command(
                 suite=plan.suite, backbones=list(plan.backbones), seeds=list(plan.seeds),
                 refresh=sorted(refresh_stages) or None, full=full, datasets=list(plan.datasets),
                 epochs=epochs, max_train_samples=max_train_samples, device=device,
-                methods=list(method) if method else None, run_name=run_name,
-                publish_artifacts=artifacts,
+                methods=list(method) if method else None, method_params=method_params,
+                run_name=run_name, publish_artifacts=artifacts,
             ),
             user_errors=(),
         )
@@ -217,6 +226,17 @@ def _check_methods(methods: Sequence[str]) -> None:
             f"method must be one of {', '.join(all_method_names())}; got "
             f"{', '.join(map(repr, unknown))}."
         )
+
+
+def _method_params(
+    options: Sequence[str] | None, methods: Sequence[str] | None
+) -> dict[str, dict[str, Any]] | None:
+    """``--param`` values parsed and checked like the Python API; None when there are none."""
+    from flows.params import check_method_params, parse_param_options
+
+    params = parse_param_options(options or [])
+    check_method_params(params, list(methods) if methods else None)
+    return params or None
 
 
 def _check_online(plans: Sequence[Any]) -> None:

@@ -3,7 +3,8 @@
 Registered on the CLI's Typer app by ``flows/cli.py`` with
 ``app.command("estimate")(estimate_command)``::
 
-    alsa-bench estimate --val val.npz --target week.parquet [--method atc-ne]... [--json]
+    alsa-bench estimate --val val.npz --target week.parquet [--method atc-ne]...
+        [--param alsa-g.alpha=0.9]... [--json]
 
 The validation file needs logits and labels; the target file needs logits, and if it also holds
 labels the output adds the true accuracy and the absolute error of each estimate. Without
@@ -24,6 +25,7 @@ import typer
 
 from estimators import available_estimators, get_estimator
 from estimators._validation import check_labels, check_logits
+from flows.params import check_method_params, parse_param_options
 from storage.logit_files import load_logit_file
 
 __all__ = ["EXIT_USER_ERROR", "estimate_command", "run_estimates"]
@@ -42,7 +44,10 @@ def _fail(message: str) -> typer.Exit:
 
 
 def run_estimates(
-    val: Path, target: Path, methods: list[str] | None = None
+    val: Path,
+    target: Path,
+    methods: list[str] | None = None,
+    params: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Fit every requested estimator on ``val`` and estimate ``target``.
 
@@ -54,6 +59,9 @@ def run_estimates(
         Target logit file; labels optional (used only to score the estimates).
     methods : list of str, optional
         Registry keys; default every registered estimator, in registry order.
+    params : dict, optional
+        Hyper-parameters per method (:func:`flows.params.parse_param_options`), checked
+        before any file is read.
 
     Returns
     -------
@@ -76,6 +84,16 @@ def run_estimates(
         raise _UserError(
             f"unknown method {', '.join(map(repr, unknown))}; available: {', '.join(known)}."
         )
+    params = params or {}
+    if "gnnevaluator" in params:
+        raise _UserError(
+            "--param gnnevaluator.*: GNNEvaluator needs the trained graph model and runs only in "
+            "the benchmark (alsa-bench run --suite graph); it cannot score logit files."
+        )
+    try:
+        check_method_params(params, chosen)
+    except ValueError as exc:
+        raise _UserError(str(exc)) from None
     try:
         val_logits, val_labels = load_logit_file(val, require_labels=True)
         target_logits, target_labels = load_logit_file(target, require_labels=False)
@@ -106,7 +124,8 @@ def run_estimates(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                result = get_estimator(name).fit(val_logits, val_labels).estimate(target_logits)
+                estimator = get_estimator(name, **params.get(name, {}))
+                result = estimator.fit(val_logits, val_labels).estimate(target_logits)
             except ValueError as exc:
                 raise _UserError(f"{name}: {exc}") from None
         for w in caught:
@@ -158,6 +177,12 @@ def estimate_command(
         typer.Option("--method", metavar="NAME",
                      help="Estimator key; repeat for several. Default: every estimator."),
     ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option("--param", metavar="METHOD.NAME=VALUE",
+                     help="Hyper-parameter of one method, e.g. alsa-g.alpha=0.9 or "
+                     "alsa-g.n_anchors=500 (JSON values; repeatable)."),
+    ] = None,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print a JSON list instead of a table.")
     ] = False,
@@ -172,9 +197,12 @@ def estimate_command(
             opt for opt, v in (("--val", val), ("--target", target)) if v is None
         )
         raise _fail(f"missing option {missing}; usage: alsa-bench estimate --val VAL "
-                    "--target TARGET [--method NAME]... [--json]")
+                    "--target TARGET [--method NAME]... [--param METHOD.NAME=VALUE]... [--json]")
     try:
-        rows, messages = run_estimates(val, target, method)
+        params = parse_param_options(param or [])
+        rows, messages = run_estimates(val, target, method, params)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
     except _UserError as exc:
         raise _fail(str(exc)) from None
     for message in messages:

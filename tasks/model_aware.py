@@ -26,7 +26,7 @@ from storage.estimates import EstimateRow
 from storage.logits import SplitInfo
 from tasks.refs import CheckpointRef
 
-__all__ = ["MODEL_AWARE_METHODS", "model_aware_rows"]
+__all__ = ["MODEL_AWARE_METHODS", "check_params", "model_aware_rows"]
 
 logger = logging.getLogger("tasks.estimate")
 
@@ -49,6 +49,21 @@ def _config(params: Mapping[str, Any], seed: int) -> Any:
         if isinstance(value, list):
             values[key] = tuple(value)
     return GNNEvaluatorConfig(**values)
+
+
+def check_params(method: str, params: Mapping[str, Any]) -> None:
+    """Validate a model-aware method's parameters without running it (for the CLI).
+
+    Raises
+    ------
+    ValueError
+        If the method is unknown, a name is not a parameter, or a value is out of range.
+    """
+    if method not in MODEL_AWARE_METHODS:
+        raise ValueError(
+            f"method must be one of {', '.join(MODEL_AWARE_METHODS)}; got {method!r}."
+        )
+    _config(params, 0)
 
 
 def model_aware_rows(

@@ -128,3 +128,10 @@ def test_to_docs_writes_benchmark_md_with_provenance(tmp_path, state_home) -> No
     assert (tmp_path / "docs" / "benchmark" / "scatter-toy.png").is_file()
     with pytest.raises(FileNotFoundError, match="report.md"):
         write_benchmark_doc(tmp_path, tmp_path / "docs")
+
+
+def test_bad_param_of_run_is_one_clear_line(runner: CliRunner, state_home) -> None:
+    result = runner.invoke(app, ["run", "--suite", "graph", "--param", "alsa-g.alpha=2"])
+    assert result.exit_code == 2
+    assert "--param alsa-g.alpha" in _one_error_line(result)
+    assert not (state_home / "bench.duckdb").exists()

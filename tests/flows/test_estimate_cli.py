@@ -155,3 +155,37 @@ def test_warnings_go_to_stderr_prefixed(tmp_path, files):
     assert json.loads(result.stdout)[0]["method"] == "ac"
     assert any(line.startswith("warning: ac: The validation set is degenerate")
                for line in result.stderr.splitlines())
+
+
+# --------------------------------------------------------------------------------- --param
+def test_param_sets_a_hyper_parameter_and_is_recorded(files):
+    result = invoke("--val", files["val"], "--target", files["target"], "--method", "alsa-g",
+                    "--param", "alsa-g.alpha=0.9", "--param", "alsa-g.n_anchors=40", "--json")
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)
+    assert row["params"]["alpha"] == 0.9 and row["params"]["n_anchors"] == 40
+    default = json.loads(invoke("--val", files["val"], "--target", files["target"],
+                                "--method", "alsa-g", "--json").stdout)[0]
+    assert default["params"]["alpha"] != 0.9
+
+
+@pytest.mark.parametrize(
+    ("param", "expected"),
+    [
+        ("alsa-g.alpha", "--param must look like METHOD.NAME=VALUE"),
+        ("magic.alpha=1", "method must be one of ac, doc"),
+        ("alsa-g.nope=1", "--param alsa-g.nope: Invalid parameters for estimator 'alsa-g'"),
+        ("alsa-g.alpha=abc", "--param alsa-g.alpha: The 'alpha' parameter of ALSAG must be a"),
+        ("alsa-g.alpha=1.5", "must be in (0.0, 1.0); got 1.5"),
+        ("atc-mc.temperature_scaling=false", "'atc-mc' is not among the methods to run"),
+        ("gnnevaluator.n_meta=8", "GNNEvaluator needs the trained graph model"),
+    ],
+)
+def test_bad_param_is_one_clear_line_before_any_work(files, param, expected):
+    result = invoke("--val", files["val"], "--target", files["target"], "--method", "alsa-g",
+                    "--param", param)
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert expected in lines[0]
+    assert "Traceback" not in result.output
