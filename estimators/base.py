@@ -26,7 +26,7 @@ from .exceptions import NotFittedError
 
 @dataclass(frozen=True)
 class AccuracyEstimate:
-    """What an estimator says about one target set.
+    r"""What an estimator says about one target set.
 
     Attributes
     ----------
@@ -44,6 +44,13 @@ class AccuracyEstimate:
         pre-processing such as the temperature).
     diagnostics : Mapping[str, object]
         Method-specific numbers: thresholds, epochs, rectified fraction, transport cost, ...
+    per_class : ndarray of shape (n_classes,) or None
+        Estimated accuracy among the target rows *predicted* as each class,
+        :math:`\hat a_k = \frac{1}{|\{i: \hat y_i = k\}|} \sum_{i: \hat y_i = k} p_i` with
+        :math:`\hat y_i = \arg\max_j z_{ij}` and :math:`p_i` the per-sample probability of a
+        correct prediction; NaN for a class no row is predicted as; None when the method has no
+        per-sample probabilities (DoC, IM, COT). Weighted by the predicted-class counts, it
+        averages back to the mean of ``per_sample``.
     """
 
     method: str
@@ -52,6 +59,7 @@ class AccuracyEstimate:
     per_sample: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
     params: Mapping[str, Any] = field(default_factory=dict)
     diagnostics: Mapping[str, Any] = field(default_factory=dict)
+    per_class: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
 
     @property
     def error(self) -> float:
@@ -67,6 +75,37 @@ class AccuracyEstimate:
             "params": _json_safe(dict(self.params)),
             "diagnostics": _json_safe(dict(self.diagnostics)),
         }
+
+
+def per_class_accuracy(
+    per_sample: NDArray[np.float64], logits: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """Mean per-sample probability of correctness among the rows predicted as each class.
+
+    Parameters
+    ----------
+    per_sample : ndarray of shape (n,)
+        Probability that each row's prediction is correct.
+    logits : ndarray of shape (n, c)
+        The rows' logits (their argmax is the predicted class).
+
+    Returns
+    -------
+    ndarray of shape (c,)
+        NaN for a class that no row is predicted as.
+
+    Examples
+    --------
+    >>> per_class_accuracy(np.array([1.0, 0.5, 0.0]),
+    ...                    np.array([[2.0, 0.0, 0.0], [3.0, 1.0, 0.0], [0.0, 1.0, 0.0]]))
+    array([0.75, 0.  ,  nan])
+    """
+    predicted = np.asarray(logits).argmax(axis=1)
+    c = np.asarray(logits).shape[1]
+    counts = np.bincount(predicted, minlength=c).astype(np.float64)
+    sums = np.bincount(predicted, weights=np.asarray(per_sample, dtype=np.float64), minlength=c)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1.0), np.nan)
 
 
 def _json_safe(value: Any) -> Any:
@@ -174,13 +213,15 @@ class Estimator(ABC):
         self._check_is_fitted()
         logits = check_logits(target_logits, "target_logits", n_classes=self.n_classes_)
         accuracy, per_sample, diagnostics = self._estimate(logits)
+        samples = None if per_sample is None else np.asarray(per_sample, dtype=np.float64)
         return AccuracyEstimate(
             method=self.name,
             accuracy=float(accuracy),
             n_target=int(logits.shape[0]),
-            per_sample=None if per_sample is None else np.asarray(per_sample, dtype=np.float64),
+            per_sample=samples,
             params={**self.get_params(), **self._fitted_params()},
             diagnostics=dict(diagnostics),
+            per_class=per_class_accuracy(samples, logits) if samples is not None else None,
         )
 
     def _check_is_fitted(self) -> None:

@@ -133,6 +133,8 @@ def run_estimates(
             if text not in messages:
                 messages.append(text)
         row = result.to_record()
+        row["per_class"] = (None if result.per_class is None
+                            else [None if np.isnan(v) else float(v) for v in result.per_class])
         if true_accuracy is not None:
             row["true_accuracy"] = true_accuracy
             row["abs_error"] = abs(result.accuracy - true_accuracy)
@@ -161,6 +163,26 @@ def _print_table(rows: list[dict[str, Any]], val: Path, target: Path) -> None:
     Console(soft_wrap=True).print(table)
 
 
+def _print_per_class(rows: list[dict[str, Any]], target: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    shown = [r for r in rows if r.get("per_class") is not None]
+    if not shown:
+        typer.echo("No method with per-sample probabilities ran (per-class estimates need "
+                   "ac, atc-mc, atc-ne, alsa-g or alsa-e).")
+        return
+    n_classes = len(shown[0]["per_class"])
+    table = Table(title=f"Estimated accuracy per predicted class of {target.name} "
+                        "(- = no row predicted as the class)")
+    table.add_column("method")
+    for k in range(n_classes):
+        table.add_column(f"class {k}", justify="right")
+    for row in shown:
+        table.add_row(row["method"], *("-" if v is None else f"{v:.3f}" for v in row["per_class"]))
+    Console(soft_wrap=True).print(table)
+
+
 def estimate_command(
     val: Annotated[
         Path | None,
@@ -183,6 +205,11 @@ def estimate_command(
                      help="Hyper-parameter of one method, e.g. alsa-g.alpha=0.9 or "
                      "alsa-g.n_anchors=500 (JSON values; repeatable)."),
     ] = None,
+    per_class: Annotated[
+        bool,
+        typer.Option("--per-class", help="Also show each method's estimated accuracy per "
+                     "predicted class (methods with per-sample probabilities)."),
+    ] = False,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print a JSON list instead of a table.")
     ] = False,
@@ -208,8 +235,10 @@ def estimate_command(
     for message in messages:
         typer.echo(f"warning: {' '.join(message.split())}", err=True)
     if json_output:
-        keep = ("method", "accuracy", "n_target", "true_accuracy", "abs_error", "params",
-                "diagnostics")
+        keep = ("method", "accuracy", "n_target", "true_accuracy", "abs_error", "per_class",
+                "params", "diagnostics")
         typer.echo(json.dumps([{k: row[k] for k in keep if k in row} for row in rows], indent=2))
     else:
         _print_table(rows, val, target)
+        if per_class:
+            _print_per_class(rows, target)

@@ -333,3 +333,26 @@ def test_float_rounding_moves_no_estimate_by_more_than_a_tenth_point(key):
 def test_float_rounding_stability_at_50k_rows(key):
     params = {"n_anchors": 60, "max_epochs": 150, "device": "cpu"} if key in ITERATIVE else {}
     _stability_case(key, 50_000, 10, params)
+
+
+@pytest.mark.parametrize("name", available_estimators())
+def test_per_class_estimates_average_back_to_the_per_sample_mean(name: str) -> None:
+    """``res.per_class``: mean per-sample correctness among the rows predicted as each class,
+    checked against a direct computation; NaN for a class never predicted; None without
+    per-sample probabilities."""
+    rng = np.random.default_rng(11)
+    z = rng.normal(size=(600, 4))
+    y = np.where(rng.random(600) < 0.7, z.argmax(1), rng.integers(0, 4, 600))
+    target = rng.normal(size=(300, 4))
+    target[:, 3] -= 50.0  # class 3 is never predicted on the target
+    res = get_estimator(name).fit(z, y).estimate(target)
+    if res.per_sample is None:
+        assert res.per_class is None
+        return
+    pred = target.argmax(1)
+    assert res.per_class.shape == (4,) and np.isnan(res.per_class[3])
+    for k in range(3):
+        assert res.per_class[k] == pytest.approx(res.per_sample[pred == k].mean(), abs=1e-12)
+    counts = np.bincount(pred, minlength=4)
+    weighted = np.nansum(res.per_class * counts) / counts.sum()
+    assert weighted == pytest.approx(res.per_sample.mean(), abs=1e-12)

@@ -189,3 +189,14 @@ def test_bad_param_is_one_clear_line_before_any_work(files, param, expected):
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert expected in lines[0]
     assert "Traceback" not in result.output
+
+
+def test_per_class_table_and_json(files):
+    result = invoke("--val", files["val"], "--target", files["target"], "--method", "atc-mc",
+                    "--method", "cot", "--per-class")
+    assert result.exit_code == 0, result.output
+    assert "per predicted class" in result.stdout and "class 2" in result.stdout
+    rows = {r["method"]: r for r in json.loads(invoke(
+        "--val", files["val"], "--target", files["target"], "--method", "atc-mc",
+        "--method", "cot", "--json").stdout)}
+    assert rows["cot"]["per_class"] is None and len(rows["atc-mc"]["per_class"]) == 3
