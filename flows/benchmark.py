@@ -248,9 +248,16 @@ def make_plans(
                     f"datasets must belong to the chosen suites ({', '.join(chosen)}); got "
                     f"{', '.join(map(repr, stray))}."
                 )
-        chosen = [s for s in chosen if s in wanted] if explicit else sorted(
-            wanted, key=lambda s: (s not in chosen, s)
-        )
+        if explicit:
+            idle = [s for s in chosen if s not in wanted]
+            if idle:
+                raise ValueError(
+                    f"suite {idle[0]!r} was chosen, but none of the datasets "
+                    f"{', '.join(datasets)} belongs to it; drop the suite or add one of "
+                    f"{', '.join(suite_datasets(idle[0]))}."
+                )
+        else:
+            chosen = sorted(wanted, key=lambda s: (s not in chosen, s))
     per_suite: dict[str, list[str] | None] = {s: None for s in chosen}
     if backbones:
         names = _unique(backbones, "backbones")
@@ -268,7 +275,7 @@ def make_plans(
                 + "; ".join(f"{s}: {', '.join(available_backbones(suite_modality(s)))}"
                             for s in chosen) + "."
             )
-        if explicit:
+        if explicit or datasets:
             empty = [s for s in chosen if not fits[s]]
             if empty:
                 s = empty[0]
@@ -284,6 +291,43 @@ def make_plans(
         subset = [d for d in datasets if get_dataset_spec(d).suite == s] if datasets else None
         plans.append(make_plan(s, datasets=subset, backbones=per_suite[s], seeds=seeds, full=full))
     return plans
+
+
+def plan_methods(plan: BenchmarkPlan, methods: Sequence[str] | None) -> list[str] | None:
+    """The methods to run on a plan: model-aware ones (GNNEvaluator) only where they apply.
+
+    Parameters
+    ----------
+    plan : BenchmarkPlan
+        One suite's plan.
+    methods : sequence of str or None
+        The methods asked for (``--method``); None means every method, and the estimate stage
+        then picks the model-aware ones that fit each run.
+
+    Returns
+    -------
+    list of str or None
+
+    Raises
+    ------
+    ValueError
+        If none of the methods applies to the plan's modality.
+    """
+    if methods is None:
+        return None
+    from tasks.model_aware import MODEL_AWARE_METHODS
+
+    modality = suite_modality(plan.suite)
+    kept = [m for m in methods
+            if m not in MODEL_AWARE_METHODS or modality in MODEL_AWARE_METHODS[m]]
+    if not kept:
+        raise ValueError(
+            f"none of the methods {', '.join(methods)} applies to suite {plan.suite!r} "
+            f"({modality}): {', '.join(methods)} needs a "
+            f"{'/'.join(sorted({x for m in methods for x in MODEL_AWARE_METHODS.get(m, ())}))} "
+            f"run; add a logit method or drop the suite."
+        )
+    return kept
 
 
 def _unique(values: Sequence[str], name: str) -> list[str]:
@@ -354,12 +398,16 @@ def run_pipeline(
     result = PipelineResult(plan=plan)
     versions = {stage: stage_code_version(stage) for stage in STAGES[: last + 1]}
     per_dataset = {
-        d: {s: stage_code_version(s, dataset=d) for s in ("download", "train", "extract")}
+        d: {s: stage_code_version(s, dataset=d)
+            for s in ("download", "train", "extract", "estimate")}
         for d in plan.datasets
     }
     db = str(db_path().resolve())
-    methods_list = list(methods) if methods is not None else None
-    params = {m: dict(p) for m, p in method_params.items()} if method_params else None
+    methods_list = plan_methods(plan, methods)
+    params = {
+        m: dict(p) for m, p in (method_params or {}).items()
+        if methods_list is None or m in methods_list
+    } or None
     logger.info(
         "Pipeline %s until %s: datasets %s, backbones %s, seeds %s, refresh %s",
         plan.suite, until, list(plan.datasets), list(plan.backbones), list(plan.seeds),
@@ -400,7 +448,7 @@ def run_pipeline(
                     continue
                 est = note(*run_stage(
                     estimate_task, "estimate", fresh, logits, methods_list, params,
-                    versions["estimate"], ckpt, key=run_key,
+                    per_dataset[dataset]["estimate"], ckpt, key=run_key,
                     check=lambda ref: output_exists(ref, methods=methods_list),
                 ))
                 result.estimates.append(est)

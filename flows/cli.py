@@ -173,6 +173,11 @@ def run_command(
     if method:
         _guard(lambda: _check_methods(method), user_errors=(ValueError,))
     method_params = _guard(lambda: _method_params(param, method), user_errors=(ValueError,))
+    if method:
+        from flows.benchmark import plan_methods
+
+        for plan in plans:
+            _guard(lambda plan=plan: plan_methods(plan, method), user_errors=(ValueError,))
     if run_name and len(plans) > 1:
         fail(f"--run-name names one report, but {len(plans)} suites were chosen "
              f"({', '.join(p.suite for p in plans)}); give one --suite with it.")

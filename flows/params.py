@@ -88,8 +88,9 @@ def check_method_params(
         fails the estimator's validation; the message names the ``--param`` at fault.
     """
     from estimators import available_estimators, get_estimator
+    from tasks.model_aware import MODEL_AWARE_METHODS
 
-    model_aware = ("gnnevaluator",)
+    model_aware = tuple(MODEL_AWARE_METHODS)
     known = (*available_estimators(), *model_aware)
     for method, values in params.items():
         where = ", ".join(f"{method}.{k}" for k in values)

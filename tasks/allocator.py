@@ -11,9 +11,10 @@ on ``arxiv-sim`` about 2 s -> 0.2 s.
 :func:`keep_freed_memory` tells glibc to serve large blocks from the heap (``M_MMAP_MAX = 0``),
 to keep up to 1 GiB of freed memory instead of trimming it (``M_TRIM_THRESHOLD``), and to grow
 the heap 256 MiB at a time (``M_TOP_PAD``). It changes no result (allocation never changes
-arithmetic), only how long the page faults take; the price is a resident size that stays at its
-peak until the process ends, which for a pipeline stage is what happens anyway. On a C library
-without ``mallopt`` (macOS, musl) it does nothing.
+arithmetic), only how long the page faults take. The setting lasts for the rest of the process
+(in ``alsa-bench run``: every later stage and suite of that run); the price is up to 1 GiB of
+freed memory kept for reuse instead of returned to the system. On a C library without
+``mallopt`` (macOS, musl) it does nothing.
 """
 
 from __future__ import annotations
@@ -47,11 +48,12 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    ok = all(
+    accepted = [  # a list, not all(...): every setting is tried even if one is refused
         mallopt(param, value) == 1
         for param, value in (
             (_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, 1 << 30), (_M_TOP_PAD, 256 << 20)
         )
-    )
+    ]
+    ok = all(accepted)
     logger.debug("glibc mallopt tuning %s", "applied" if ok else "refused")
     return ok

@@ -108,6 +108,7 @@ def model_aware_rows(
     from tasks.allocator import keep_freed_memory
     from tasks.backbones import get_backbone
     from tasks.datasets import get_dataset_spec
+    from tasks.datasets._files import file_digest
     from tasks.extract import staged_dataset
     from tasks.gnnevaluator import fit_gnnevaluator
     from tasks.shifts.cache import iter_target_splits
@@ -128,6 +129,13 @@ def model_aware_rows(
         raise NotFoundError(
             f"checkpoint file {str(path)!r} of run {checkpoint.run_key!r} is missing; {method} "
             f"needs the trained model. Re-run the train stage."
+        )
+    sha = file_digest(path)
+    if sha != checkpoint.sha256:
+        raise ValueError(
+            f"checkpoint file {str(path)!r} has SHA-256 {sha[:12]}..., not the "
+            f"{checkpoint.sha256[:12]}... of run {checkpoint.run_key!r} whose logits are stored; "
+            f"re-run the train stage."
         )
     state, meta = load_checkpoint(path)
     dataset = staged_dataset(checkpoint, meta, read_sidecar(path))

@@ -146,18 +146,28 @@ def dataset_roots(stage: str, dataset: str) -> tuple[str, ...]:
 
     ``download``: the dataset's module. ``train``: also its modality's adapter and backbones.
     ``extract``: also the modules implementing its shift families for its modality.
-    ``estimate`` and ``report`` read stored logits and add nothing.
+    ``estimate``: for a modality with model-aware methods (graphs: GNNEvaluator runs the model
+    on the splits), GNNEvaluator and the extract roots; otherwise nothing (stored logits only).
+    ``report`` adds nothing.
 
     Raises
     ------
     ValueError
         If the dataset is unknown.
     """
-    if stage not in ("download", "train", "extract"):
+    if stage not in ("download", "train", "extract", "estimate"):
         return ()
     from tasks.datasets import get_dataset_spec
 
     spec = get_dataset_spec(dataset)
+    if stage == "estimate":
+        # logit methods read stored logits only; model-aware ones (GNNEvaluator on graphs) also
+        # run the model on the dataset's splits, so their runs depend on what extract does
+        from tasks.model_aware import MODEL_AWARE_METHODS
+
+        if not any(spec.modality in mods for mods in MODEL_AWARE_METHODS.values()):
+            return ()
+        return ("tasks.gnnevaluator", *dataset_roots("extract", dataset))
     out = [spec.module] if spec.module else []
     if stage in ("train", "extract"):
         out += [f"tasks.modalities.{spec.modality}", f"tasks.backbones.{spec.modality}"]

@@ -6,7 +6,7 @@ Layout::
 
 The *generator version* (:func:`generator_version`) is a SHA-256 over the source of the
 modules that make that dataset's splits (:func:`tasks.versions.module_closure` of the dataset's
-module and of its families' implementations, :func:`tasks.versions.dataset_roots`): editing a
+module and of its families' implementations; not the training code): editing a
 generator, a severity table or the dataset's pool definition starts a fresh folder instead of
 reusing stale images, and editing another dataset changes nothing here. The data digest is the
 first 12 hex digits of the staged dataset's ``DatasetRef.sha256``. Each ``.npz`` holds
@@ -45,11 +45,15 @@ from . import TargetSplitSpec, generate_split, get_target_split, target_splits
 
 logger = logging.getLogger(__name__)
 
-@lru_cache(maxsize=32)
 def _version_files(dataset: str) -> tuple[Path, ...]:
-    from tasks.versions import dataset_roots, module_closure
+    """The split-generating code of one dataset: its module and its families' modules."""
+    from tasks.shifts import family_implementation
+    from tasks.versions import module_closure
 
-    return tuple(module_closure(("tasks.shifts.base", *dataset_roots("extract", dataset))))
+    spec = get_dataset_spec(dataset)
+    roots = ["tasks.shifts.base", spec.module]
+    roots += [family_implementation(f, spec.modality).module for f in spec.target_families]
+    return tuple(module_closure(tuple(dict.fromkeys(r for r in roots if r))))
 
 
 def generator_version(dataset: str) -> str:

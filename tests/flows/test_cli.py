@@ -135,3 +135,31 @@ def test_bad_param_of_run_is_one_clear_line(runner: CliRunner, state_home) -> No
     assert result.exit_code == 2
     assert "--param alsa-g.alpha" in _one_error_line(result)
     assert not (state_home / "bench.duckdb").exists()
+
+
+def test_model_aware_method_on_an_image_suite_fails_before_any_work(
+    runner: CliRunner, state_home
+) -> None:
+    result = runner.invoke(app, ["run", "--suite", "fmnist", "--method", "gnnevaluator"])
+    assert result.exit_code == 2
+    line = _one_error_line(result)
+    assert "none of the methods gnnevaluator applies to suite 'fmnist'" in line
+    assert not (state_home / "bench.duckdb").exists()
+
+
+def test_model_aware_methods_are_kept_only_where_they_apply(state_home) -> None:
+    from flows.benchmark import make_plans, plan_methods
+
+    fm, gr = make_plans(None, seeds=1)
+    assert plan_methods(fm, ["alsa-g", "gnnevaluator"]) == ["alsa-g"]
+    assert plan_methods(gr, ["alsa-g", "gnnevaluator"]) == ["alsa-g", "gnnevaluator"]
+    assert plan_methods(fm, None) is None
+
+
+def test_requested_datasets_and_suites_are_never_dropped_silently(state_home) -> None:
+    from flows.benchmark import make_plans
+
+    with pytest.raises(ValueError, match="suite 'fmnist' is image, and none of the backbones gat"):
+        make_plans(None, datasets=["fmnist", "arxiv-sim"], backbones=["gat"])
+    with pytest.raises(ValueError, match="suite 'fmnist' was chosen, but none of the datasets"):
+        make_plans(["fmnist", "graph"], datasets=["arxiv-sim"])

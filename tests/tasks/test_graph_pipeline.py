@@ -98,3 +98,13 @@ def test_class_count_mismatch_writes_nothing(tiny_graph, monkeypatch, state_home
     with pytest.raises(ValueError, match="split 'temporal-2016' has label 3, outside 0..2"):
         extract_logits(ckpt, suite="tiny-graph", db=db)
     assert not db.exists()
+
+
+def test_gnnevaluator_refuses_a_checkpoint_that_changed(tiny_graph: str, state_home) -> None:
+    ref = stage_dataset(tiny_graph)
+    ckpt = train_classifier(ref, "gcn", 2, epochs=3, progress=False)
+    db = state_home / "bench.duckdb"
+    extract_logits(ckpt, suite="tiny-graph", db=db)
+    stale = dataclasses.replace(ckpt, sha256="0" * 64)  # the file is not what was extracted
+    with pytest.raises(ValueError, match="has SHA-256 .* not the 000000000000"):
+        estimate_run(ckpt.run_key, methods=["gnnevaluator"], db=db, checkpoint=stale)

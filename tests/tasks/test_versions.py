@@ -248,3 +248,20 @@ def test_parse_refresh_includes_everything_downstream(refresh, expected) -> None
 def test_parse_refresh_rejects_unknown_stage() -> None:
     with pytest.raises(ValueError, match="refresh must name stages from download.*all; got 'fit'"):
         parse_refresh(["estimate", "fit"])
+
+
+def test_shift_cache_version_covers_split_generation_not_training() -> None:
+    from tasks.shifts.cache import _version_files
+
+    fm = _rel(list(_version_files("fmnist")), PROJECT_ROOT)
+    assert {"tasks/shifts/synthetic.py", "tasks/shifts/base.py", "tasks/datasets/fmnist.py"} <= fm
+    assert not fm & {"tasks/backbones/image.py", "tasks/modalities/image.py", "tasks/train.py"}
+    gr = _rel(list(_version_files("arxiv-sim")), PROJECT_ROOT)
+    assert "tasks/shifts/temporal.py" in gr and "tasks/shifts/synthetic.py" not in gr
+
+
+def test_estimate_of_a_graph_run_also_covers_what_gnnevaluator_runs() -> None:
+    gr = _rel(stage_files("estimate", dataset="arxiv-sim"), PROJECT_ROOT)
+    assert {"tasks/gnnevaluator.py", "tasks/backbones/graph.py", "tasks/shifts/temporal.py",
+            "tasks/datasets/arxiv_sim.py"} <= gr
+    assert stage_files("estimate", dataset="fmnist") == stage_files("estimate")
