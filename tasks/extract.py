@@ -24,6 +24,7 @@ import logging
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -89,6 +90,58 @@ def _checked(
     return logits, labels.astype(np.int64, copy=False)
 
 
+def open_checkpoint(
+    checkpoint: CheckpointRef,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], DatasetRef]:
+    """A run's weights, metadata and staged dataset, after checking they are the ones trained.
+
+    The file must exist, have the SHA-256 recorded at training, belong to the run, and its
+    dataset must still be staged with the digest it was trained on. Every stage that loads a
+    trained model (extract, the model-aware methods of the estimate stage) goes through here.
+
+    Parameters
+    ----------
+    checkpoint : CheckpointRef
+        From :func:`tasks.train.train_classifier`.
+
+    Returns
+    -------
+    state_dict, meta, sidecar : dict
+        As :func:`tasks.train.load_checkpoint` and :func:`tasks.train.read_sidecar` return them.
+    dataset : DatasetRef
+        The staged dataset (:func:`staged_dataset`).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the checkpoint file is missing.
+    ValueError
+        If the file changed since training, belongs to another run, or the staged dataset
+        differs from the one trained on.
+    """
+    path = Path(checkpoint.path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"checkpoint file {str(path)!r} of run {checkpoint.run_key!r} does not exist; "
+            f"re-run the train stage."
+        )
+    sha = file_digest(path)
+    if sha != checkpoint.sha256:
+        raise ValueError(
+            f"checkpoint file {str(path)!r} has SHA-256 {sha[:12]}..., not the "
+            f"{checkpoint.sha256[:12]}... recorded when {checkpoint.run_key!r} was trained; "
+            f"re-run the train stage."
+        )
+    state, meta = load_checkpoint(path)
+    if meta.get("run_key") != checkpoint.run_key:
+        raise ValueError(
+            f"checkpoint file {str(path)!r} belongs to run {meta.get('run_key')!r}, not "
+            f"{checkpoint.run_key!r}."
+        )
+    sidecar = read_sidecar(path)
+    return state, meta, sidecar, staged_dataset(checkpoint, meta, sidecar)
+
+
 def extract_logits(
     checkpoint: CheckpointRef,
     *,
@@ -143,28 +196,8 @@ def extract_logits(
         raise ValueError(
             f"suite must be the suite of dataset {spec.name!r} ({spec.suite!r}); got {suite!r}."
         )
-    path = Path(checkpoint.path)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"checkpoint file {str(path)!r} of run {checkpoint.run_key!r} does not exist; "
-            f"re-run the train stage."
-        )
-    sha = file_digest(path)
-    if sha != checkpoint.sha256:
-        raise ValueError(
-            f"checkpoint file {str(path)!r} has SHA-256 {sha[:12]}..., not the "
-            f"{checkpoint.sha256[:12]}... recorded when {checkpoint.run_key!r} was trained; "
-            f"re-run the train stage."
-        )
-    state, meta = load_checkpoint(path)
-    if meta.get("run_key") != checkpoint.run_key:
-        raise ValueError(
-            f"checkpoint file {str(path)!r} belongs to run {meta.get('run_key')!r}, not "
-            f"{checkpoint.run_key!r}."
-        )
-    sidecar = read_sidecar(path)
+    state, meta, sidecar, dataset = open_checkpoint(checkpoint)
     dev = resolve_device(device)
-    dataset = staged_dataset(checkpoint, meta, sidecar)
     database = Path(db) if db is not None else db_path()
 
     check_backbone(checkpoint.backbone, spec.modality, spec.name)

@@ -100,19 +100,21 @@ def model_aware_rows(
 
     Raises
     ------
+    FileNotFoundError
+        If the checkpoint file is missing.
     ValueError
         If the method is unknown, the run's dataset is not of a modality the method applies to,
-        the checkpoint changed, or a parameter is unknown.
+        the checkpoint changed (:func:`tasks.extract.open_checkpoint`), or a parameter is
+        unknown.
     """
     from storage.errors import NotFoundError
     from tasks.allocator import keep_freed_memory
     from tasks.backbones import get_backbone
     from tasks.datasets import get_dataset_spec
-    from tasks.datasets._files import file_digest
-    from tasks.extract import staged_dataset
+    from tasks.extract import open_checkpoint
     from tasks.gnnevaluator import fit_gnnevaluator
     from tasks.shifts.cache import iter_target_splits
-    from tasks.train import limited_threads, load_checkpoint, read_sidecar, resolve_device
+    from tasks.train import limited_threads, resolve_device
 
     if method not in MODEL_AWARE_METHODS:
         raise ValueError(
@@ -124,21 +126,7 @@ def model_aware_rows(
             f"{method} applies to {'/'.join(MODEL_AWARE_METHODS[method])} runs; run "
             f"{checkpoint.run_key!r} is {spec.modality}."
         )
-    path = Path(checkpoint.path)
-    if not path.is_file():
-        raise NotFoundError(
-            f"checkpoint file {str(path)!r} of run {checkpoint.run_key!r} is missing; {method} "
-            f"needs the trained model. Re-run the train stage."
-        )
-    sha = file_digest(path)
-    if sha != checkpoint.sha256:
-        raise ValueError(
-            f"checkpoint file {str(path)!r} has SHA-256 {sha[:12]}..., not the "
-            f"{checkpoint.sha256[:12]}... of run {checkpoint.run_key!r} whose logits are stored; "
-            f"re-run the train stage."
-        )
-    state, meta = load_checkpoint(path)
-    dataset = staged_dataset(checkpoint, meta, read_sidecar(path))
+    state, meta, _, dataset = open_checkpoint(checkpoint)
     config = _config(params or {}, checkpoint.seed)
     dev = resolve_device(device)
     wanted = {t.split: t for t in targets}
