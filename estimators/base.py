@@ -24,6 +24,113 @@ from ._validation import check_logits, check_val_inputs
 from .exceptions import NotFittedError
 
 
+#: Default nominal coverage of :attr:`AccuracyEstimate.interval`.
+DEFAULT_LEVEL = 0.90
+#: Validation rows (a seeded random subset above this) that measure the residual variance.
+RESIDUAL_ROWS = 20_000
+
+
+def check_level(level: Any, owner: str = "estimate") -> float:
+    """Validate an interval level: a number strictly between 0 and 1.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument, what it expects and what it got, e.g. ``The 'level' parameter of
+        estimate must be a number in (0, 1) (e.g. 0.9 for a 90 % interval); got 90``.
+    """
+    ok = isinstance(level, (int, float, np.integer, np.floating)) and not isinstance(level, bool)
+    if not ok or not (0.0 < float(level) < 1.0):
+        raise ValueError(
+            f"The 'level' parameter of {owner} must be a number in (0, 1) (e.g. 0.9 for a 90 % "
+            f"interval); got {level!r}."
+        )
+    return float(level)
+
+
+def sampling_interval(
+    accuracy: float,
+    n_target: int,
+    *,
+    per_sample: NDArray[np.float64] | None = None,
+    val_accuracy: float | None = None,
+    n_val: int | None = None,
+    level: float = DEFAULT_LEVEL,
+    extra_variance: float = 0.0,
+    residual_variance: float = 0.0,
+) -> tuple[float, float]:
+    r"""Normal interval for the target accuracy from the two sampling-noise terms.
+
+    With :math:`\hat a` the estimate, the interval is
+    :math:`\hat a \pm z_{(1+\ell)/2}\sqrt{V_T + V_S + V_x}`, clipped to [0, 1], where
+
+    * :math:`V_T` is the variance of the realised accuracy of the ``n_target`` rows around the
+      expected one: the Poisson-binomial variance
+      :math:`\frac{1}{n_T^2}\sum_i p_i (1 - p_i)` where the method gives per-sample
+      probabilities :math:`p_i`, else (no per-sample values, or 0/1 indicators as ATC's) the
+      binomial :math:`\hat a (1 - \hat a) / n_T`, which bounds the Poisson-binomial one from
+      above;
+    * :math:`V_S = a_S (1 - a_S) / n_S` is the first-order (delta-method, unit sensitivity)
+      variance that the validation sample passes on: every method here is pinned to the
+      validation accuracy :math:`a_S` (ATC's threshold, DoC's offset, ALSA's calibration offset,
+      AC's temperature) whose binomial standard error this is;
+    * :math:`V_x` is ``extra_variance`` (e.g. a meta-model's residual variance).
+
+    With ``residual_variance`` :math:`\sigma^2 > 0` (the per-row variance of the error measured
+    on the validation set, :meth:`Estimator._residual_variance`), the per-row variances of both
+    terms are raised to at least :math:`\sigma^2`: :math:`V_T \ge \sigma^2/n_T`,
+    :math:`V_S \ge \sigma^2/n_S`.
+
+    It does **not** cover the estimator's bias under a distribution shift.
+
+    Parameters
+    ----------
+    accuracy : float
+        The estimate :math:`\hat a`.
+    n_target : int
+        Target rows.
+    per_sample : ndarray of shape (n_target,), optional
+        Per-sample probabilities of a correct prediction.
+    val_accuracy, n_val : float and int, optional
+        :math:`a_S` and :math:`n_S`; :math:`V_S = 0` when not given.
+    level : float in (0, 1), default 0.90
+    extra_variance : float, default 0.0
+        :math:`V_x`, added as it is.
+    residual_variance : float, default 0.0
+        :math:`\sigma^2`, the floor of both per-row variances.
+
+    Returns
+    -------
+    tuple of float
+        ``(low, high)``; ``(nan, nan)`` for a non-finite estimate.
+
+    Examples
+    --------
+    >>> lo, hi = sampling_interval(0.8, 400, level=0.95)
+    >>> round(lo, 4), round(hi, 4)
+    (0.7608, 0.8392)
+    """
+    from scipy.stats import norm
+
+    level = check_level(level, "sampling_interval")
+    a = float(accuracy)
+    if not math.isfinite(a) or n_target <= 0:
+        return (math.nan, math.nan)
+    ps = None if per_sample is None else np.clip(np.asarray(per_sample, np.float64), 0.0, 1.0)
+    if ps is not None and len(ps) == n_target and not np.all((ps == 0.0) | (ps == 1.0)):
+        var_t = float(np.sum(ps * (1.0 - ps))) / float(n_target) ** 2
+    else:
+        ac = min(max(a, 0.0), 1.0)
+        var_t = ac * (1.0 - ac) / float(n_target)
+    var_t = max(var_t, float(residual_variance) / float(n_target))
+    var_s = 0.0
+    if val_accuracy is not None and n_val:
+        var_s = float(val_accuracy) * (1.0 - float(val_accuracy)) / float(n_val)
+        var_s = max(var_s, float(residual_variance) / float(n_val))
+    half = float(norm.ppf(0.5 + level / 2.0)) * math.sqrt(var_t + var_s + max(extra_variance, 0.0))
+    return (max(0.0, a - half), min(1.0, a + half))
+
+
 @dataclass(frozen=True)
 class AccuracyEstimate:
     r"""What an estimator says about one target set.
@@ -51,6 +158,12 @@ class AccuracyEstimate:
         correct prediction; NaN for a class no row is predicted as; None when the method has no
         per-sample probabilities (DoC, IM, COT). Weighted by the predicted-class counts, it
         averages back to the mean of ``per_sample``.
+    interval : tuple of float
+        ``(low, high)``: an interval for the target's accuracy at ``level`` that covers the
+        *sampling noise* of the finite target and validation sets (:func:`sampling_interval`),
+        not the error a distribution shift causes; ``(nan, nan)`` where a method cannot say.
+    level : float
+        Nominal coverage of ``interval`` (default 0.90).
     """
 
     method: str
@@ -60,6 +173,8 @@ class AccuracyEstimate:
     params: Mapping[str, Any] = field(default_factory=dict)
     diagnostics: Mapping[str, Any] = field(default_factory=dict)
     per_class: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
+    interval: tuple[float, float] = (math.nan, math.nan)
+    level: float = DEFAULT_LEVEL
 
     @property
     def error(self) -> float:
@@ -74,6 +189,8 @@ class AccuracyEstimate:
             "n_target": int(self.n_target),
             "params": _json_safe(dict(self.params)),
             "diagnostics": _json_safe(dict(self.diagnostics)),
+            "interval": _json_safe(list(self.interval)),
+            "level": float(self.level),
         }
 
 
@@ -142,6 +259,12 @@ class Estimator(ABC):
     """
 
     name: ClassVar[str]
+    #: Whether ``_estimate`` returns per-sample probabilities; False skips the validation pass
+    #: of :meth:`_residual_variance` (DoC, IM, COT), whose residuals would be None anyway.
+    has_per_sample: ClassVar[bool] = True
+    #: Whether ``_fit`` / ``_estimate`` take float32 logits as they are (ALSA, whose kernels are
+    #: float32 and which converts the rows it uses); saves a float64 copy of large inputs.
+    accepts_float32: ClassVar[bool] = False
 
     # ----------------------------------------------------------------- parameters
     @classmethod
@@ -191,29 +314,74 @@ class Estimator(ABC):
         self
         """
         self._validate_params()
-        logits, labels = check_val_inputs(val_logits, val_labels)
+        logits, labels = check_val_inputs(
+            val_logits, val_labels, keep_float32=self.accepts_float32
+        )
         self._fit(logits, labels)
         self.n_classes_ = int(logits.shape[1])
         self.val_accuracy_ = float(np.mean(logits.argmax(axis=1) == labels))
         self.n_val_ = int(logits.shape[0])
+        self.residual_variance_ = self._residual_variance(logits, labels)
         return self
 
-    def estimate(self, target_logits: Any) -> AccuracyEstimate:
+    def _residual_variance(
+        self, logits: NDArray[np.float64], labels: NDArray[np.int64]
+    ) -> float:
+        r"""Per-row variance of the estimate's error, measured on the validation set.
+
+        :math:`\sigma^2 = \max\big(\frac1m\sum_i (p_i - \delta_i)^2,\ a_S(1-a_S)\big)` over
+        (at most :data:`RESIDUAL_ROWS`, a seeded random subset of) the validation rows, with
+        :math:`p_i` the per-sample probability of correctness and :math:`\delta_i` the
+        correctness; :math:`a_S(1-a_S)` alone for methods without per-sample values. The
+        estimate minus the truth is, to first order, the mean residual over the target rows
+        minus the one over the validation rows the method is pinned to, hence the variance
+        :math:`\sigma^2 (1/n_T + 1/n_S)` (:func:`sampling_interval`); the binomial floor keeps
+        it honest where the residuals on the fitted rows are optimistic (ALSA's anchors sit on
+        validation rows).
+        """
+        a = float(np.mean(logits.argmax(axis=1) == labels))
+        floor = a * (1.0 - a)
+        if not self.has_per_sample:
+            return floor
+        n = logits.shape[0]
+        rows = np.arange(n)
+        if n > RESIDUAL_ROWS:
+            rows = np.sort(np.random.default_rng(0).choice(n, RESIDUAL_ROWS, replace=False))
+        _, per_sample, _ = self._estimate(logits[rows])
+        if per_sample is None:
+            return floor
+        correct = (logits[rows].argmax(axis=1) == labels[rows]).astype(np.float64)
+        resid = float(np.mean((np.asarray(per_sample, dtype=np.float64) - correct) ** 2))
+        return max(resid, floor)
+
+    def estimate(self, target_logits: Any, *, level: float = DEFAULT_LEVEL) -> AccuracyEstimate:
         """Estimate accuracy on an unlabelled target set.
 
         Parameters
         ----------
         target_logits : array-like of shape (n_target, n_classes)
             Raw logits of the target set, same class count as at ``fit``.
+        level : float in (0, 1), default 0.90
+            Nominal coverage of the result's ``interval`` (:func:`sampling_interval`).
 
         Returns
         -------
         AccuracyEstimate
+
+        Raises
+        ------
+        ValueError
+            If ``level`` is not a number in (0, 1), or the logits are malformed.
         """
+        level = check_level(level, "estimate")
         self._check_is_fitted()
-        logits = check_logits(target_logits, "target_logits", n_classes=self.n_classes_)
+        logits = check_logits(
+            target_logits, "target_logits", n_classes=self.n_classes_,
+            keep_float32=self.accepts_float32,
+        )
         accuracy, per_sample, diagnostics = self._estimate(logits)
         samples = None if per_sample is None else np.asarray(per_sample, dtype=np.float64)
+        interval = self._interval(float(accuracy), samples, int(logits.shape[0]), level)
         return AccuracyEstimate(
             method=self.name,
             accuracy=float(accuracy),
@@ -222,7 +390,33 @@ class Estimator(ABC):
             params={**self.get_params(), **self._fitted_params()},
             diagnostics=dict(diagnostics),
             per_class=per_class_accuracy(samples, logits) if samples is not None else None,
+            interval=interval,
+            level=level,
         )
+
+    def _interval(
+        self,
+        accuracy: float,
+        per_sample: NDArray[np.float64] | None,
+        n_target: int,
+        level: float,
+    ) -> tuple[float, float]:
+        """The estimate's interval; default :func:`sampling_interval` with the validation term
+        from ``val_accuracy_`` and :meth:`_reference_size` rows. Override to change it."""
+        sigma2 = float(getattr(self, "residual_variance_", 0.0))
+        return sampling_interval(
+            accuracy,
+            n_target,
+            per_sample=per_sample,
+            val_accuracy=self.val_accuracy_,
+            n_val=self._reference_size(),
+            level=level,
+            residual_variance=sigma2,
+        )
+
+    def _reference_size(self) -> int:
+        """Validation rows the fitted state is pinned to (all of them by default)."""
+        return int(self.n_val_)
 
     def _check_is_fitted(self) -> None:
         if not hasattr(self, "n_classes_"):

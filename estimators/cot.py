@@ -366,6 +366,8 @@ class COT(SoftmaxEstimator):
     0.8808
     """
 
+    has_per_sample = False  # no per-sample probabilities (interval: binomial)
+
     def __init__(
         self,
         *,

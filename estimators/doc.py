@@ -110,6 +110,8 @@ class DoC(SoftmaxEstimator):
     0.5
     """
 
+    has_per_sample = False  # no per-sample probabilities (interval: binomial)
+
     def __init__(self, *, clip: bool = True, temperature_scaling: bool = True) -> None:
         self.clip = clip
         self.temperature_scaling = temperature_scaling

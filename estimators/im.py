@@ -220,6 +220,8 @@ class IM(SoftmaxEstimator):
     1.0
     """
 
+    has_per_sample = False  # no per-sample probabilities (interval: binomial)
+
     def __init__(self, *, n_bins: int = 10, temperature_scaling: bool = True) -> None:
         self.n_bins = n_bins
         self.temperature_scaling = temperature_scaling

@@ -63,11 +63,19 @@ class BenchmarkPlan:
     backbones: tuple[str, ...]
     seeds: tuple[int, ...]
 
+    def backbones_of(self, dataset: str) -> tuple[str, ...]:
+        """The plan's backbones that apply to ``dataset`` (:meth:`DatasetSpec.applies`)."""
+        from tasks.datasets import get_dataset_spec
+
+        spec = get_dataset_spec(dataset)
+        return tuple(b for b in self.backbones if spec.applies(b))
+
     @property
     def run_keys(self) -> list[str]:
         """Run keys ``"{dataset}.{backbone}.s{seed}"`` in execution order."""
         return [
-            f"{d}.{b}.s{s}" for d in self.datasets for b in self.backbones for s in self.seeds
+            f"{d}.{b}.s{s}" for d in self.datasets for b in self.backbones_of(d)
+            for s in self.seeds
         ]
 
 
@@ -182,6 +190,7 @@ def make_plan(
         modality, a name repeats, or the seeds are invalid; the message lists the valid values.
     """
     from tasks.backbones import available_backbones, check_backbone
+    from tasks.datasets import get_dataset_spec
 
     suite_names = suite_datasets(suite)
     modality = suite_modality(suite)
@@ -195,8 +204,11 @@ def make_plan(
                 f"datasets must be from suite {suite!r} ({', '.join(suite_names)}); "
                 f"got {list(datasets)!r}."
             )
+    specs = [get_dataset_spec(d) for d in chosen]
     if backbones is None or len(backbones) == 0:
-        chosen_b = available_backbones(modality)
+        chosen_b = tuple(
+            b for b in available_backbones(modality) if any(s.applies(b) for s in specs)
+        )
     else:
         chosen_b = tuple(_unique(backbones, "backbones"))
         valid = available_backbones()
@@ -208,6 +220,13 @@ def make_plan(
             )
         for name in chosen_b:
             check_backbone(name, modality, chosen[0])
+            if not any(s.applies(name) for s in specs):
+                takes = sorted({b for s in specs for b in available_backbones(modality)
+                                if s.applies(b)})
+                raise ValueError(
+                    f"backbone {name!r} does not apply to dataset(s) {', '.join(chosen)} "
+                    f"(they take {', '.join(takes)})."
+                )
     seed_values = seeds_list(seeds if seeds is not None else (FULL_SEEDS if full else 1))
     return BenchmarkPlan(suite=suite, datasets=chosen, backbones=chosen_b, seeds=tuple(seed_values))
 
@@ -428,7 +447,7 @@ def run_pipeline(
         result.datasets.append(ds)
         if last < STAGES.index("train"):
             continue
-        for backbone in plan.backbones:
+        for backbone in plan.backbones_of(dataset):
             for seed in plan.seeds:
                 run_key = f"{dataset}.{backbone}.s{seed}"
                 ckpt = note(*run_stage(

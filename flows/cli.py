@@ -90,8 +90,8 @@ def run_command(
         list[str] | None,
         typer.Option(
             "--suite", "-s",
-            help="Benchmark suite (repeatable): fmnist, graph, ogbn-arxiv; default every "
-            "offline suite (fmnist and graph).",
+            help="Benchmark suite (repeatable): fmnist, graph, text, ogbn-arxiv, amazon-wilds; "
+            "default every offline suite (fmnist, graph and text).",
         ),
     ] = None,
     backbone: Annotated[
@@ -329,6 +329,16 @@ up to 2010 and validates on 2012-2014 (paper App. F, H); targets are one split p
 2011 (`clean`), and edge drop, feature noise and class-prior shifts of 2011 (`structural`).
 GNNEvaluator (Zheng et al., 2023) is fitted on augmented copies of the validation graph with the
 trained GNN; it is the only method that sees more than logits.
+
+**Text (`text` suite).** `rt-reviews` trains on 5,000 Rotten Tomatoes snippets (binary
+sentiment; validation 1,500 held-out snippets) and is scored on 2,000 further snippets (`clean`),
+7 text corruptions at five severities (`synthetic`), Dirichlet label shift, and 25/50/100 %
+mixtures of Pang & Lee full-length reviews (`domain`). `sotu-party` predicts the president's
+party from a State of the Union paragraph: trained and validated on different speeches of
+1853-1912, scored on held-out speeches of that era (`clean`; every president of the era contributes to train, val and clean) and on four later eras
+(`temporal`). Backbones: a hashed bag-of-words linear model, an MLP on frozen all-MiniLM-L6-v2
+embeddings, and MiniLM with its top layer fine-tuned (`rt-reviews` only); texts longer than 128
+tokens keep their first 32 and last 94 (see [SHIFTS.md](SHIFTS.md)).
 
 Every method is fitted on the validation logits and labels only, then scores every target split
 from its logits alone; true accuracies are computed afterwards by the evaluation step, which is

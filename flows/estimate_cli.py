@@ -4,7 +4,7 @@ Registered on the CLI's Typer app by ``flows/cli.py`` with
 ``app.command("estimate")(estimate_command)``::
 
     alsa-bench estimate --val val.npz --target week.parquet [--method atc-ne]...
-        [--param alsa-g.alpha=0.9]... [--json]
+        [--param alsa-g.alpha=0.9]... [--level 0.9] [--per-class] [--json]
 
 The validation file needs logits and labels; the target file needs logits, and if it also holds
 labels the output adds the true accuracy and the absolute error of each estimate. Without
@@ -16,6 +16,7 @@ with code 2, without a traceback. This module does not import Prefect.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,6 +26,7 @@ import typer
 
 from estimators import available_estimators, get_estimator
 from estimators._validation import check_labels, check_logits
+from estimators.base import DEFAULT_LEVEL, check_level
 from flows.params import check_method_params, parse_param_options
 from storage.logit_files import load_logit_file
 
@@ -48,6 +50,7 @@ def run_estimates(
     target: Path,
     methods: list[str] | None = None,
     params: dict[str, dict[str, Any]] | None = None,
+    level: float = DEFAULT_LEVEL,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Fit every requested estimator on ``val`` and estimate ``target``.
 
@@ -62,13 +65,15 @@ def run_estimates(
     params : dict, optional
         Hyper-parameters per method (:func:`flows.params.parse_param_options`), checked
         before any file is read.
+    level : float in (0, 1), default 0.90
+        Nominal coverage of each estimate's interval.
 
     Returns
     -------
     rows : list of dict
-        One record per method: ``method``, ``accuracy``, ``n_target``, ``params``,
-        ``diagnostics`` and, when the target file has labels, ``true_accuracy`` and
-        ``abs_error``.
+        One record per method: ``method``, ``accuracy``, ``interval`` (``[low, high]``),
+        ``level``, ``n_target``, ``params``, ``diagnostics`` and, when the target file has
+        labels, ``true_accuracy`` and ``abs_error``.
     warnings : list of str
         Warning messages raised while fitting or estimating, prefixed with the method.
 
@@ -77,6 +82,10 @@ def run_estimates(
     _UserError
         For unknown methods, unreadable files and inputs the estimators reject.
     """
+    try:
+        level = check_level(level, "alsa-bench estimate (--level)")
+    except ValueError as exc:
+        raise _UserError(str(exc)) from None
     known = available_estimators()
     chosen = list(dict.fromkeys(methods)) if methods else known
     unknown = [m for m in chosen if m not in known]
@@ -125,7 +134,9 @@ def run_estimates(
             warnings.simplefilter("always")
             try:
                 estimator = get_estimator(name, **params.get(name, {}))
-                result = estimator.fit(val_logits, val_labels).estimate(target_logits)
+                result = estimator.fit(val_logits, val_labels).estimate(
+                    target_logits, level=level
+                )
             except ValueError as exc:
                 raise _UserError(f"{name}: {exc}") from None
         for w in caught:
@@ -142,25 +153,36 @@ def run_estimates(
     return rows, messages
 
 
+def _fmt_interval(interval: Any) -> str:
+    low, high = (math.nan if v is None else float(v) for v in interval)
+    return "-" if not (math.isfinite(low) and math.isfinite(high)) else f"[{low:.4f}, {high:.4f}]"
+
+
 def _print_table(rows: list[dict[str, Any]], val: Path, target: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
     has_truth = "true_accuracy" in rows[0]
-    table = Table(title=f"Estimated accuracy of {target.name} (fitted on {val.name})")
+    table = Table(title=f"Estimated accuracy of {target.name} (fitted on {val.name})",
+                  caption="The interval covers the sampling noise of the validation and target "
+                          "sets, not the error a distribution shift causes.")
     table.add_column("method")
     table.add_column("estimated accuracy", justify="right")
+    table.add_column(f"{rows[0]['level']:.0%} interval", justify="right")
     if has_truth:
         table.add_column("true accuracy", justify="right")
         table.add_column("abs error", justify="right")
     table.add_column("n_target", justify="right")
     for row in rows:
-        cells = [row["method"], f"{row['accuracy']:.4f}"]
+        cells = [row["method"], f"{row['accuracy']:.4f}", _fmt_interval(row["interval"])]
         if has_truth:
             cells += [f"{row['true_accuracy']:.4f}", f"{row['abs_error']:.4f}"]
         cells.append(str(row["n_target"]))
         table.add_row(*cells)
-    Console(soft_wrap=True).print(table)
+    console = Console(soft_wrap=True)
+    # the interval column makes the table about 95 characters wide; below that rich would wrap
+    # the headers, so a narrower terminal wraps the lines instead
+    Console(soft_wrap=True, width=max(console.width, 100)).print(table)
 
 
 def _print_per_class(rows: list[dict[str, Any]], target: Path) -> None:
@@ -210,6 +232,12 @@ def estimate_command(
         typer.Option("--per-class", help="Also show each method's estimated accuracy per "
                      "predicted class (methods with per-sample probabilities)."),
     ] = False,
+    level: Annotated[
+        str,
+        typer.Option("--level", metavar="LEVEL",
+                     help="Nominal coverage of each estimate's interval, in (0, 1); the interval "
+                     "covers sampling noise, not shift."),
+    ] = str(DEFAULT_LEVEL),
     json_output: Annotated[
         bool, typer.Option("--json", help="Print a JSON list instead of a table.")
     ] = False,
@@ -224,10 +252,15 @@ def estimate_command(
             opt for opt, v in (("--val", val), ("--target", target)) if v is None
         )
         raise _fail(f"missing option {missing}; usage: alsa-bench estimate --val VAL "
-                    "--target TARGET [--method NAME]... [--param METHOD.NAME=VALUE]... [--json]")
+                    "--target TARGET [--method NAME]... [--param METHOD.NAME=VALUE]... "
+                    "[--level LEVEL] [--per-class] [--json]")
+    try:
+        level_value: Any = float(level)
+    except ValueError:
+        level_value = level  # check_level names it in the error line
     try:
         params = parse_param_options(param or [])
-        rows, messages = run_estimates(val, target, method, params)
+        rows, messages = run_estimates(val, target, method, params, level=level_value)
     except ValueError as exc:
         raise _fail(str(exc)) from None
     except _UserError as exc:
@@ -235,8 +268,8 @@ def estimate_command(
     for message in messages:
         typer.echo(f"warning: {' '.join(message.split())}", err=True)
     if json_output:
-        keep = ("method", "accuracy", "n_target", "true_accuracy", "abs_error", "per_class",
-                "params", "diagnostics")
+        keep = ("method", "accuracy", "interval", "level", "n_target", "true_accuracy",
+                "abs_error", "per_class", "params", "diagnostics")
         typer.echo(json.dumps([{k: row[k] for k in keep if k in row} for row in rows], indent=2))
     else:
         _print_table(rows, val, target)

@@ -33,7 +33,8 @@ def report(
     methods : list of str, optional
         Only these methods; default every method that is not an ablation variant.
     publish_artifacts : bool, default True
-        Publish tables ``<run>-mae``, ``<run>-correlation`` and markdown ``<run>-report``.
+        Publish tables ``<run>-mae``, ``<run>-correlation``, ``<run>-coverage`` (where
+        intervals are stored) and markdown ``<run>-report``.
 
     Returns
     -------

@@ -48,6 +48,14 @@ class EstimateRow:
         Method-specific diagnostics as JSON.
     code_version : str
         Version of the code that produced the row.
+    interval_low, interval_high : float
+        The estimate's sampling interval (:attr:`estimators.base.AccuracyEstimate.interval`);
+        NaN (stored as NULL) where the method gives none.
+    interval_level : float
+        Its nominal coverage; NaN where there is no interval.
+    per_class_json : str or None
+        Per predicted class ``{"estimated": [...], "count": [...]}`` (JSON, NaN as null) for
+        methods with per-sample probabilities; None otherwise.
     """
 
     run_key: str
@@ -61,6 +69,10 @@ class EstimateRow:
     estimate_seconds: float
     diagnostics_json: str = "{}"
     code_version: str = ""
+    interval_low: float = math.nan
+    interval_high: float = math.nan
+    interval_level: float = math.nan
+    per_class_json: str | None = None
 
 
 _ARROW_SCHEMA = pa.schema(
@@ -75,8 +87,24 @@ _ARROW_SCHEMA = pa.schema(
         ("estimate_seconds", pa.float64()),
         ("diagnostics_json", pa.string()),
         ("code_version", pa.string()),
+        ("interval_low", pa.float64()),
+        ("interval_high", pa.float64()),
+        ("interval_level", pa.float64()),
+        ("per_class_json", pa.string()),
     ]
 )
+
+#: Columns of ``estimates`` in :class:`EstimateRow` order (``created_at`` aside).
+_COLUMNS = (
+    "run_key, split, method, params_json, estimated_accuracy, true_accuracy, abs_error, "
+    "fit_seconds, estimate_seconds, diagnostics_json, code_version, interval_low, "
+    "interval_high, interval_level, per_class_json"
+)
+
+
+def _nullable(value: float) -> float | None:
+    """NaN -> None, so a missing interval is stored as NULL."""
+    return None if value is None or not math.isfinite(float(value)) else float(value)
 
 
 def _check_rows(run_key: str, rows: Sequence[EstimateRow]) -> None:
@@ -107,12 +135,23 @@ def _check_rows(run_key: str, rows: Sequence[EstimateRow]) -> None:
                 raise ValueError(
                     f"rows[{i}].{name} must be a JSON string; got {text!r} ({exc})."
                 ) from None
+        if row.per_class_json is not None:
+            try:
+                json.loads(row.per_class_json)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"rows[{i}].per_class_json must be a JSON string or None; got "
+                    f"{row.per_class_json!r} ({exc})."
+                ) from None
         for name in (
             "estimated_accuracy",
             "true_accuracy",
             "abs_error",
             "fit_seconds",
             "estimate_seconds",
+            "interval_low",
+            "interval_high",
+            "interval_level",
         ):
             value = getattr(row, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -156,7 +195,12 @@ def write_estimates(
     batch = pa.table(
         {
             name: pa.array(
-                [getattr(row, name) for row in rows], type=_ARROW_SCHEMA.field(name).type
+                [
+                    _nullable(getattr(row, name)) if name.startswith("interval_")
+                    else getattr(row, name)
+                    for row in rows
+                ],
+                type=_ARROW_SCHEMA.field(name).type,
             )
             for name in _ARROW_SCHEMA.names
         },
@@ -175,10 +219,12 @@ def write_estimates(
             con.execute(
                 "INSERT INTO estimates (run_key, split, method, params_json, estimated_accuracy, "
                 "true_accuracy, abs_error, fit_seconds, estimate_seconds, diagnostics_json, "
-                "code_version, created_at) "
+                "code_version, created_at, interval_low, interval_high, interval_level, "
+                "per_class_json) "
                 "SELECT ?, split, method, params_json, estimated_accuracy, true_accuracy, "
                 "abs_error, fit_seconds, estimate_seconds, diagnostics_json, code_version, "
-                "?::TIMESTAMP FROM alsa_bench_estimates_batch",
+                "?::TIMESTAMP, interval_low, interval_high, interval_level, per_class_json "
+                "FROM alsa_bench_estimates_batch",
                 [run_key, created],
             )
     finally:
@@ -202,12 +248,20 @@ def read_estimates(con: duckdb.DuckDBPyConnection, run_key: str) -> list[Estimat
         Empty where the run has none.
     """
     rows = con.sql(
-        "SELECT run_key, split, method, params_json, estimated_accuracy, true_accuracy, "
-        "abs_error, fit_seconds, estimate_seconds, diagnostics_json, code_version "
-        "FROM estimates WHERE run_key = ? ORDER BY split, method",
+        f"SELECT {_COLUMNS} FROM estimates WHERE run_key = ? ORDER BY split, method",
         params=[run_key],
     ).fetchall()
-    return [EstimateRow(*row) for row in rows]
+    nan = math.nan
+    return [
+        EstimateRow(
+            *row[:11],
+            interval_low=nan if row[11] is None else row[11],
+            interval_high=nan if row[12] is None else row[12],
+            interval_level=nan if row[13] is None else row[13],
+            per_class_json=row[14],
+        )
+        for row in rows
+    ]
 
 
 def has_estimates(con: duckdb.DuckDBPyConnection, run_key: str) -> bool:
@@ -233,8 +287,10 @@ def has_estimates(con: duckdb.DuckDBPyConnection, run_key: str) -> bool:
 def estimates_digest(rows: Iterable[EstimateRow]) -> str:
     """A stable digest of estimate rows' results, independent of their order and timings.
 
-    Covers run, split, method, parameters, estimated and true accuracy, absolute error and code
-    version; leaves out the wall-clock timings and diagnostics, so re-running identical, seeded
+    Covers run, split, method, parameters, estimated and true accuracy, absolute error, code
+    version, the interval and the per-class estimates (so rows stored before schema version 2,
+    without them, do not pass for current ones); leaves out the wall-clock timings and
+    diagnostics, so re-running identical, seeded
     estimators gives the same digest (a downstream Prefect cache then stays valid).
 
     Parameters
@@ -260,6 +316,10 @@ def estimates_digest(rows: Iterable[EstimateRow]) -> str:
             number(row.true_accuracy),
             number(row.abs_error),
             row.code_version,
+            number(row.interval_low),
+            number(row.interval_high),
+            number(row.interval_level),
+            row.per_class_json or "",
         ]
         for row in rows
     )
@@ -280,13 +340,15 @@ def read_report_rows(con: duckdb.DuckDBPyConnection, suite: str | None = None) -
     -------
     pandas.DataFrame
         Columns ``suite, dataset, backbone, seed, shift_family, shift, severity, n_target, method,
-        estimated_accuracy, true_accuracy, abs_error, run_key, split``, ordered by suite, dataset,
-        backbone, seed, shift family, shift, severity, split and method. Empty (with these
-        columns) where nothing matches.
+        estimated_accuracy, true_accuracy, abs_error, run_key, split, interval_low,
+        interval_high, interval_level`` (the interval NaN where none is stored), ordered by
+        suite, dataset, backbone, seed, shift family, shift, severity, split and method. Empty
+        (with these columns) where nothing matches.
     """
     return con.sql(
         "SELECT suite, dataset, backbone, seed, shift_family, shift, severity, n_target, method, "
-        "estimated_accuracy, true_accuracy, abs_error, run_key, split FROM report_rows "
+        "estimated_accuracy, true_accuracy, abs_error, run_key, split, interval_low, "
+        "interval_high, interval_level FROM report_rows "
         "WHERE $suite::VARCHAR IS NULL OR suite = $suite "
         "ORDER BY suite, dataset, backbone, seed, shift_family, shift, severity NULLS FIRST, "
         "split, method",

@@ -10,6 +10,7 @@
     logits(run_key, split, sample_index, label, logits FLOAT[])   -- no PK: replace-partition writes
     estimates(run_key, split, method, params_json, estimated_accuracy, true_accuracy, abs_error,
               fit_seconds, estimate_seconds, diagnostics_json, code_version, created_at,
+              interval_low, interval_high, interval_level, per_class_json,
               PK(run_key, split, method))
     anchors(run_key, method, anchor_index, position FLOAT[], peak, variance,
             PK(run_key, method, anchor_index))
@@ -19,6 +20,16 @@
 Accuracies are fractions in [0, 1]. Timestamps are UTC without a time zone. Creation is
 idempotent; the schema version is recorded in ``schema_meta`` and a file written by a newer
 version is refused with :class:`~storage.errors.SchemaVersionError`.
+
+Versions and migrations (:data:`MIGRATIONS`, applied in order by :func:`ensure_schema` on a
+writable connection; a read-only connection to an older file is refused with a message saying
+to open it writable once):
+
+* 1: the first schema.
+* 2 (issue 11): ``estimates`` gains ``interval_low``, ``interval_high``, ``interval_level``
+  (each estimate's sampling interval; NULL on rows written before) and ``per_class_json``
+  (``{"estimated": [...], "count": [...]}`` per predicted class, or NULL);
+  ``report_rows`` exposes the interval columns.
 """
 
 from __future__ import annotations
@@ -27,7 +38,7 @@ import duckdb
 
 from .errors import SchemaVersionError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Version of the tables below; bump it (and add a migration) when a table changes."""
 
 TABLES: tuple[str, ...] = ("schema_meta", "runs", "splits", "logits", "estimates", "anchors")
@@ -93,6 +104,10 @@ _DDL: tuple[str, ...] = (
         diagnostics_json   VARCHAR,
         code_version       VARCHAR,
         created_at         TIMESTAMP,
+        interval_low       DOUBLE,
+        interval_high      DOUBLE,
+        interval_level     DOUBLE,
+        per_class_json     VARCHAR,
         PRIMARY KEY (run_key, split, method)
     )
     """,
@@ -123,13 +138,28 @@ _DDL: tuple[str, ...] = (
         e.true_accuracy,
         e.abs_error,
         e.run_key,
-        e.split
+        e.split,
+        e.interval_low,
+        e.interval_high,
+        e.interval_level
     FROM estimates AS e
     JOIN splits AS s ON s.run_key = e.run_key AND s.split = e.split
     JOIN runs AS r ON r.run_key = e.run_key
     WHERE s.role = 'target'
     """,
 )
+
+
+#: Statements that bring a database from version ``v`` to ``v + 1``, by ``v``. The view is
+#: recreated afterwards by the DDL above (``CREATE OR REPLACE``).
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        "ALTER TABLE estimates ADD COLUMN IF NOT EXISTS interval_low DOUBLE",
+        "ALTER TABLE estimates ADD COLUMN IF NOT EXISTS interval_high DOUBLE",
+        "ALTER TABLE estimates ADD COLUMN IF NOT EXISTS interval_level DOUBLE",
+        "ALTER TABLE estimates ADD COLUMN IF NOT EXISTS per_class_json VARCHAR",
+    ),
+}
 
 
 def read_schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
@@ -190,9 +220,21 @@ def check_schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
     SchemaVersionError
         If the recorded version is newer or older than :data:`SCHEMA_VERSION`.
     """
+    return _check_version(con, migrate=False)
+
+
+def _check_version(con: duckdb.DuckDBPyConnection, migrate: bool) -> int | None:
     found = read_schema_version(con)
     if found is None or found == SCHEMA_VERSION:
         return found
+    if found < SCHEMA_VERSION and all(v in MIGRATIONS for v in range(found, SCHEMA_VERSION)):
+        if migrate:
+            return found
+        raise SchemaVersionError(
+            f"The database has schema version {found}; this alsa-bench expects {SCHEMA_VERSION}. "
+            "It migrates the file when it opens it writable: run any pipeline stage once, "
+            "or call storage.db.connect(path) without read_only=True."
+        )
     if found > SCHEMA_VERSION:
         raise SchemaVersionError(
             f"The database was written with schema version {found}, newer than this "
@@ -229,13 +271,18 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     Raises
     ------
     SchemaVersionError
-        If the file was written by another schema version.
+        If the file was written by a newer schema version, or an older one without a
+        migration.
     """
-    found = check_schema_version(con)
+    found = _check_version(con, migrate=True)
     if found == SCHEMA_VERSION and set(TABLES + VIEWS) <= _existing_objects(con):
         return
     con.execute("BEGIN TRANSACTION")
     try:
+        if found is not None and found < SCHEMA_VERSION:
+            for version in range(found, SCHEMA_VERSION):
+                for statement in MIGRATIONS[version]:
+                    con.execute(statement)
         for statement in _DDL:
             con.execute(statement)
         con.execute(

@@ -130,6 +130,34 @@ def _anchors_of(
     return positions, peaks, variances
 
 
+def per_class_record(estimated: NDArray[np.float64], logits: NDArray[Any]) -> str:
+    r"""JSON of a method's estimated accuracy per *predicted* class and the class counts.
+
+    ``estimated[k]`` is :math:`\hat a_k` (:attr:`estimators.base.AccuracyEstimate.per_class`),
+    ``count[k]`` :math:`= |\{i: \arg\max_j z_{ij} = k\}|`; NaN (a class nothing is
+    predicted as) is written as null. The true per-class accuracy is not stored: the stage
+    never reads target labels; the report computes it (:func:`tasks.report.per_class_mae`).
+
+    Parameters
+    ----------
+    estimated : ndarray of shape (c,)
+    logits : ndarray of shape (n, c)
+
+    Returns
+    -------
+    str
+        ``{"estimated": [...], "count": [...]}``.
+    """
+    z = np.asarray(logits)
+    c = int(np.asarray(estimated).shape[0])
+    predicted = (z.reshape(-1) > 0).astype(np.int64) if z.ndim == 1 or z.shape[1] == 1 else (
+        z.argmax(axis=1)
+    )
+    counts = np.bincount(predicted, minlength=c)
+    values = [float(v) if np.isfinite(v) else None for v in np.asarray(estimated, np.float64)]
+    return json.dumps({"estimated": values, "count": [int(x) for x in counts]})
+
+
 def _split_model_aware(
     names: list[str], defaulted: bool, run_key: str, checkpoint: CheckpointRef | None
 ) -> tuple[list[str], list[str]]:
@@ -270,6 +298,9 @@ def estimate_run(
                 raise
             seconds = time.perf_counter() - start
             record = result.to_record()
+            per_class_json = None
+            if result.per_class is not None:
+                per_class_json = per_class_record(result.per_class, target_logits)
             rows.append(
                 EstimateRow(
                     run_key=run_key,
@@ -283,6 +314,10 @@ def estimate_run(
                     estimate_seconds=seconds,
                     diagnostics_json=json.dumps(record["diagnostics"], sort_keys=True),
                     code_version=code_version,
+                    interval_low=float(result.interval[0]),
+                    interval_high=float(result.interval[1]),
+                    interval_level=float(result.level),
+                    per_class_json=per_class_json,
                 )
             )
         logger.info(

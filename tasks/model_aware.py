@@ -75,7 +75,7 @@ def model_aware_rows(
     code_version: str = "",
     device: str = "auto",
 ) -> list[EstimateRow]:
-    """Fit a model-aware method on the run's validation split and score every target split.
+    r"""Fit a model-aware method on the run's validation split and score every target split.
 
     Parameters
     ----------
@@ -96,7 +96,11 @@ def model_aware_rows(
     Returns
     -------
     list of EstimateRow
-        One per target split.
+        One per target split. Its interval (level 0.90) is
+        :math:`\hat a \pm z_{0.95}\sqrt{\mathrm{RMSE}_{meta}^2 + \hat a(1-\hat a)/n_T}`
+        (:func:`estimators.base.sampling_interval` with the meta-regression's residual RMSE on
+        its synthetic meta-set as the extra variance): the meta-model's own error plus target
+        sampling noise.
 
     Raises
     ------
@@ -107,6 +111,7 @@ def model_aware_rows(
         the checkpoint changed (:func:`tasks.extract.open_checkpoint`), or a parameter is
         unknown.
     """
+    from estimators.base import DEFAULT_LEVEL, sampling_interval
     from storage.errors import NotFoundError
     from tasks.allocator import keep_freed_memory
     from tasks.backbones import get_backbone
@@ -148,6 +153,10 @@ def model_aware_rows(
                 continue
             start = time.perf_counter()
             estimate = float(fitted.estimate(samples))
+            low, high = sampling_interval(
+                estimate, int(info.n_samples), level=DEFAULT_LEVEL,
+                extra_variance=float(fitted.meta_rmse_) ** 2,
+            )
             rows.append(
                 EstimateRow(
                     run_key=checkpoint.run_key, split=split.name, method=method,
@@ -156,6 +165,7 @@ def model_aware_rows(
                     abs_error=abs(estimate - float(info.true_accuracy)),
                     fit_seconds=fit_seconds, estimate_seconds=time.perf_counter() - start,
                     diagnostics_json=diagnostics, code_version=code_version,
+                    interval_low=low, interval_high=high, interval_level=DEFAULT_LEVEL,
                 )
             )
     missing = sorted(set(wanted) - {r.split for r in rows})

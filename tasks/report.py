@@ -103,6 +103,10 @@ def build_report_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
             ``"<method> ρ"``, the best of each in ``**bold**``.
         ``"rows"``
             The target rows used, with ``abs_error_pp`` added, sorted.
+        ``"coverage"``, ``"coverage_table"``
+            Where ``df`` has the interval columns and some row has an interval
+            (:func:`coverage_long`): per (suite, dataset, shift_family, method) the fraction of
+            target splits whose true accuracy lies in the stored interval and its mean width.
 
     Raises
     ------
@@ -119,6 +123,11 @@ def build_report_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
         "correlation_table": _correlation_wide(corr),
         "rows": rows,
     }
+    if {"interval_low", "interval_high"} <= set(rows.columns):
+        coverage = coverage_long(rows)
+        if not coverage.empty:
+            out["coverage"] = coverage
+            out["coverage_table"] = _coverage_wide(coverage)
     temporal = rows[rows["shift_family"] == TEMPORAL_FAMILY]
     if not temporal.empty:
         out["temporal_mae_table"] = temporal_mae_table(temporal)
@@ -225,6 +234,165 @@ def _mae_long(rows: pd.DataFrame) -> pd.DataFrame:
     )
     mae["best"] = _mark_best(mae, _ROW_MAE, "mae_mean", lowest=True)
     return _sort(mae, _ROW_MAE)
+
+
+def coverage_long(rows: pd.DataFrame) -> pd.DataFrame:
+    r"""Empirical coverage and mean width of the stored intervals.
+
+    For each (suite, dataset, shift_family, method), over every target split, backbone and seed
+    whose row has a finite interval :math:`[\ell_i, h_i]` at level :math:`\lambda`:
+    ``coverage`` :math:`= \frac1m\sum_i \mathbb 1(\ell_i \le a_i \le h_i)` with
+    :math:`a_i` the split's true accuracy, ``width_pp`` :math:`= \frac{100}{m}\sum_i (h_i -
+    \ell_i)`, ``level`` (the median stated level), ``n`` :math:`= m` and ``coverage_se``, the
+    binomial standard error :math:`\sqrt{\lambda(1-\lambda)/m}` of a coverage that meets the
+    level. ``shift_family == "all"`` pools the families. The intervals cover sampling noise,
+    not shift: a coverage far below the level under a shift measures the estimator's bias.
+
+    Parameters
+    ----------
+    rows : DataFrame
+        Target rows with ``interval_low``, ``interval_high``, ``true_accuracy`` (and
+        optionally ``interval_level``).
+
+    Returns
+    -------
+    DataFrame
+        Empty (with the columns) where no row has an interval.
+    """
+    cols = ["suite", "dataset", "shift_family", "method", "level", "coverage", "coverage_se",
+            "width_pp", "n"]
+    lo = pd.to_numeric(rows["interval_low"], errors="coerce")
+    hi = pd.to_numeric(rows["interval_high"], errors="coerce")
+    keep = rows[np.isfinite(lo) & np.isfinite(hi)].copy()
+    if keep.empty:
+        return pd.DataFrame(columns=cols)
+    keep["_in"] = (
+        (keep["interval_low"].astype(float) <= keep["true_accuracy"])
+        & (keep["true_accuracy"] <= keep["interval_high"].astype(float))
+    ).astype(float)
+    keep["_w"] = 100.0 * (keep["interval_high"].astype(float) - keep["interval_low"].astype(float))
+    if "interval_level" not in keep:
+        keep["interval_level"] = math.nan
+    both = pd.concat([keep, keep.assign(shift_family=ALL_FAMILIES)], ignore_index=True)
+    out = (
+        both.groupby(["suite", "dataset", "shift_family", "method"], sort=False)
+        .agg(level=("interval_level", "median"), coverage=("_in", "mean"),
+             width_pp=("_w", "mean"), n=("_in", "size"))
+        .reset_index()
+    )
+    out["coverage_se"] = np.sqrt(out["level"] * (1.0 - out["level"]) / out["n"])
+    out["_m"] = out["method"].map(_method_rank)
+    out["_f"] = out["shift_family"].map(_family_rank)
+    out = out.sort_values(["suite", "dataset", "_f", "_m"]).drop(columns=["_m", "_f"])
+    return out[cols].reset_index(drop=True)
+
+
+def _coverage_wide(cov: pd.DataFrame) -> pd.DataFrame:
+    """Index (suite, dataset, shift_family), one column per method: ``"0.91 (4.2)"`` =
+    coverage (mean width in percentage points)."""
+    cov = cov.assign(cell=[f"{c:.2f} ({w:.1f})" for c, w in zip(cov["coverage"], cov["width_pp"])])
+    wide = cov.pivot(index=["suite", "dataset", "shift_family"], columns="method", values="cell")
+    wide = wide[_methods_in_order(list(wide.columns))]
+    order = sorted(wide.index, key=lambda k: (k[0], k[1], _family_rank(k[2])))
+    wide = wide.loc[order]
+    wide.columns.name = None
+    return wide.fillna("")
+
+
+def per_class_mae(con: Any, rows: pd.DataFrame) -> pd.DataFrame:
+    r"""Per-class MAE of ALSA and of the best baseline with per-sample probabilities.
+
+    For a target split, method and predicted class ``k`` with at least one row, the error is
+    :math:`|\hat a_k - a_k|` with :math:`\hat a_k` the stored estimate
+    (``estimates.per_class_json``) and :math:`a_k` the true accuracy among the rows predicted
+    as ``k`` (from the split's logits and labels, read here: the estimate stage never reads
+    target labels). ``per_class_mae_pp`` is the mean over classes, then over splits, in
+    percentage points, per (suite, dataset, shift_family, method); ``all`` pools families.
+    Reported methods: every ``alsa-*`` one and, per dataset, the baseline with per-class
+    estimates whose pooled accuracy MAE is lowest (``role`` ``"alsa"`` / ``"best baseline"``).
+
+    Parameters
+    ----------
+    con : duckdb connection
+    rows : DataFrame
+        The report's target rows (:func:`build_report_tables` ``"rows"``).
+
+    Returns
+    -------
+    DataFrame
+        Columns ``suite, dataset, shift_family, method, role, per_class_mae_pp, n_splits``;
+        empty where no stored row has per-class estimates.
+    """
+    import json
+
+    from storage.logits import read_target_labels, read_target_logits
+
+    cols = ["suite", "dataset", "shift_family", "method", "role", "per_class_mae_pp", "n_splits"]
+    stored = con.sql(
+        "SELECT run_key, split, method, per_class_json FROM estimates "
+        "WHERE per_class_json IS NOT NULL"
+    ).df()
+    if stored.empty:
+        return pd.DataFrame(columns=cols)
+    merged = rows.merge(stored, on=["run_key", "split", "method"], how="inner")
+    if merged.empty:
+        return pd.DataFrame(columns=cols)
+    chosen: list[pd.DataFrame] = []
+    for (suite, dataset), grp in merged.groupby(["suite", "dataset"], sort=True):
+        alsa = grp[grp["method"].astype(str).str.startswith("alsa")]
+        base = grp[~grp["method"].astype(str).str.startswith("alsa")]
+        if not alsa.empty:
+            chosen.append(alsa.assign(role="alsa"))
+        if not base.empty:
+            best = base.groupby("method")["abs_error_pp"].mean().idxmin()
+            chosen.append(base[base["method"] == best].assign(role="best baseline"))
+    if not chosen:
+        return pd.DataFrame(columns=cols)
+    picked = pd.concat(chosen, ignore_index=True)
+    errors: list[float] = []
+    truth_cache: dict[tuple[str, str], np.ndarray] = {}
+    for run_key, split, text in zip(picked["run_key"], picked["split"], picked["per_class_json"]):
+        key = (str(run_key), str(split))
+        if key not in truth_cache:
+            z = np.asarray(read_target_logits(con, *key))
+            y = np.asarray(read_target_labels(con, *key))
+            pred = (z.reshape(-1) > 0).astype(int) if z.ndim == 1 or z.shape[1] == 1 else (
+                z.argmax(axis=1))
+            c = max(int(pred.max()) + 1, z.shape[1] if z.ndim == 2 else 2)
+            counts = np.bincount(pred, minlength=c).astype(float)
+            hits = np.bincount(pred, weights=(pred == y).astype(float), minlength=c)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                truth_cache[key] = np.where(counts > 0, hits / np.maximum(counts, 1.0), np.nan)
+        true = truth_cache[key]
+        est = np.array([np.nan if v is None else v for v in json.loads(text)["estimated"]],
+                       dtype=float)
+        m = min(len(est), len(true))
+        diff = np.abs(est[:m] - true[:m])
+        diff = diff[np.isfinite(diff)]
+        errors.append(100.0 * float(diff.mean()) if diff.size else math.nan)
+    picked["_e"] = errors
+    both = pd.concat([picked, picked.assign(shift_family=ALL_FAMILIES)], ignore_index=True)
+    out = (
+        both.groupby(["suite", "dataset", "shift_family", "method", "role"], sort=False)
+        .agg(per_class_mae_pp=("_e", "mean"), n_splits=("_e", "size"))
+        .reset_index()
+    )
+    out["_m"] = out["method"].map(_method_rank)
+    out["_f"] = out["shift_family"].map(_family_rank)
+    out = out.sort_values(["suite", "dataset", "_f", "_m"]).drop(columns=["_m", "_f"])
+    return out[cols].reset_index(drop=True)
+
+
+def _per_class_wide(pc: pd.DataFrame) -> pd.DataFrame:
+    """Index (suite, dataset, shift_family), one column per method (``"<method> (best
+    baseline)"`` for the baseline), cells in percentage points."""
+    label = [m if r == "alsa" else f"{m} (best baseline)" for m, r in zip(pc["method"], pc["role"])]
+    pc = pc.assign(col=label, cell=[f"{v:.2f}" for v in pc["per_class_mae_pp"]])
+    wide = pc.pivot(index=["suite", "dataset", "shift_family"], columns="col", values="cell")
+    order = sorted(wide.index, key=lambda k: (k[0], k[1], _family_rank(k[2])))
+    wide = wide.loc[order]
+    wide.columns.name = None
+    return wide.fillna("")
 
 
 def _correlation_long(rows: pd.DataFrame) -> pd.DataFrame:
@@ -460,6 +628,32 @@ def render_markdown(
             _markdown_table(tables["temporal_correlation_table"]),
             "",
         ]
+    if "coverage_table" in tables:
+        level = tables["coverage"]["level"].median()
+        lines += [
+            "## Interval coverage",
+            "",
+            f"Fraction of target splits whose true accuracy lies inside the estimate's "
+            f"{level:.0%} interval, with the mean interval width in percentage points in "
+            "brackets, over every split, backbone and seed. The intervals cover the sampling "
+            "noise of the finite validation and target sets (`docs/ESTIMATORS.md`), not the "
+            "estimator's error under shift: coverage near the level on `clean` and far below it "
+            "under a strong shift is what honest intervals look like.",
+            "",
+            _markdown_table(tables["coverage_table"]),
+            "",
+        ]
+    if "per_class_table" in tables:
+        lines += [
+            "## Per-class MAE (percentage points)",
+            "",
+            "Mean over target splits of the mean over predicted classes of |estimated - true| "
+            "accuracy among the rows predicted as that class; ALSA and, per dataset, the baseline "
+            "with per-sample probabilities whose overall MAE is lowest.",
+            "",
+            _markdown_table(tables["per_class_table"]),
+            "",
+        ]
     if images:
         lines += ["## Figures", ""]
         for caption, target in images:
@@ -548,7 +742,8 @@ def plot_temporal(rows: pd.DataFrame, *, title: str) -> "Figure":
     Parameters
     ----------
     rows : DataFrame
-        Target rows of the ``temporal`` family of one dataset (``shift`` holds the year).
+        Target rows of the ``temporal`` family of one dataset (``shift`` holds the year, or an
+        era ``"first-last"`` whose first year places it).
     title : str
         Figure title.
 
@@ -559,7 +754,10 @@ def plot_temporal(rows: pd.DataFrame, *, title: str) -> "Figure":
         mean over seeds, with the seeds' range of the true accuracy shaded.
     """
     plt = _pyplot()
-    data = rows.assign(year=rows["shift"].astype(int))
+    # a year ("2017", graphs) or an era "first-last" (text), plotted at its first year
+    shifts = rows["shift"].astype(str)
+    data = rows.assign(year=shifts.str.extract(r"(\d{4})", expand=False).astype(int))
+    xlabel = "test year" if shifts.str.fullmatch(r"\d{4}").all() else "era (first year)"
     backbones = sorted(data["backbone"].astype(str).unique())
     methods = _methods_in_order(data["method"].tolist())
     ncols = min(4, len(backbones))
@@ -580,7 +778,7 @@ def plot_temporal(rows: pd.DataFrame, *, title: str) -> "Figure":
         ax.set_title(backbone, fontsize=9)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)
-        ax.set_xlabel("test year", fontsize=8)
+        ax.set_xlabel(xlabel, fontsize=8)
     for ax in axes.flat[len(backbones):]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
@@ -860,8 +1058,9 @@ def write_report(
     run_name : str, optional
         Report folder name; default the suite names joined by ``-`` (e.g. ``fmnist``).
     publish_artifacts : bool, default=True
-        Also create Prefect artifacts: tables ``<run>-mae`` and ``<run>-correlation`` and the
-        markdown ``<run>-report`` with the plots embedded. Needs a Prefect API (a flow run, or
+        Also create Prefect artifacts: tables ``<run>-mae``, ``<run>-correlation`` and
+        ``<run>-coverage`` (where intervals are stored) and the markdown ``<run>-report`` with
+        the plots embedded. Needs a Prefect API (a flow run, or
         the ephemeral server).
     run_keys : sequence of str, optional
         Report only these runs; default every run in the database.
@@ -881,7 +1080,9 @@ def write_report(
     ReportRef
         The report's name and folder. The folder holds ``report.md``, ``mae.txt`` (the terminal
         table), ``mae.csv``, ``mae_table.csv``, ``correlation.csv``, ``correlation_table.csv``,
-        ``estimates.csv``, ``scatter-<dataset>.png`` and ``alsa-<run_key>.png``.
+        ``estimates.csv``, ``coverage.csv`` and ``coverage_table.csv`` (where intervals are
+        stored), ``per_class_mae.csv`` (where per-class estimates are stored),
+        ``scatter-<dataset>.png`` and ``alsa-<run_key>.png``.
 
     Raises
     ------
@@ -895,6 +1096,10 @@ def write_report(
         df = read_report_rows(con)
         df = _select(df, run_keys=run_keys, methods=methods)
         tables = build_report_tables(df)
+        per_class = per_class_mae(con, tables["rows"])
+        if not per_class.empty:
+            tables["per_class_mae"] = per_class
+            tables["per_class_table"] = _per_class_wide(per_class)
         anchor_figs = _anchor_figures(con, tables["rows"]) if anchor_plots else []
 
     name = run_name or "-".join(sorted(tables["rows"]["suite"].astype(str).unique()))
@@ -910,6 +1115,11 @@ def write_report(
     tables["correlation"].to_csv(folder / "correlation.csv", index=False)
     tables["correlation_table"].to_csv(folder / "correlation_table.csv")
     tables["rows"].to_csv(folder / "estimates.csv", index=False)
+    if "coverage" in tables:
+        tables["coverage"].to_csv(folder / "coverage.csv", index=False)
+        tables["coverage_table"].to_csv(folder / "coverage_table.csv")
+    if "per_class_mae" in tables:
+        tables["per_class_mae"].to_csv(folder / "per_class_mae.csv", index=False)
     (folder / "mae.txt").write_text(format_mae_text(tables) + "\n", encoding="utf-8")
 
     pngs: list[tuple[str, str, bytes]] = []
@@ -1041,6 +1251,11 @@ def _fitted_alsa(con: Any, run_key: str, method: str) -> tuple[Any, Any]:
         space=params.get("space", "centered" if params.get("center") else "raw"),
         tau=float(params.get("space_tau", 1.0)),
         bias=float(params.get("bias", 0.0)),
+        threshold=(
+            None if params.get("rectify_threshold") is None
+            else float(params["rectify_threshold"])
+        ),
+        rectify=params.get("rectify", "per-anchor"),
     )
 
     def surface(logits: np.ndarray) -> np.ndarray:
@@ -1074,6 +1289,13 @@ def _publish(
         table=_records(tables["correlation"]),
         description=f"{title}: R² against y = x and Pearson ρ per dataset, backbone, method",
     )
+    if "coverage" in tables:
+        create_table_artifact(
+            key=f"{key}-coverage",
+            table=_records(tables["coverage"]),
+            description=f"{title}: interval coverage and mean width per dataset, shift family, "
+            "method",
+        )
     images = [
         (caption, "data:image/png;base64," + base64.b64encode(data).decode("ascii"))
         for caption, _, data in pngs

@@ -367,6 +367,9 @@ def estimate_variants(
                 fit_seconds=fit_seconds, estimate_seconds=time.perf_counter() - start,
                 diagnostics_json=json.dumps(record["diagnostics"], sort_keys=True),
                 code_version=code_version,
+                interval_low=float(result.interval[0]),
+                interval_high=float(result.interval[1]),
+                interval_level=float(result.level),
             ))
     with connect(path) as con:
         write_estimates(con, run_key, rows)

@@ -144,7 +144,8 @@ def module_closure(roots: Iterable[str], root: Path | None = None) -> list[Path]
 def dataset_roots(stage: str, dataset: str) -> tuple[str, ...]:
     """Modules that serve one dataset at a stage (added to the stage's own roots).
 
-    ``download``: the dataset's module. ``train``: also its modality's adapter and backbones.
+    ``download``: the dataset's module. ``train``: also its modality's adapter and the modules
+    of the backbones that apply to it.
     ``extract``: also the modules implementing its shift families for its modality.
     ``estimate``: for a modality with model-aware methods (graphs: GNNEvaluator runs the model
     on the splits), GNNEvaluator and the extract roots; otherwise nothing (stored logits only).
@@ -170,7 +171,15 @@ def dataset_roots(stage: str, dataset: str) -> tuple[str, ...]:
         return ("tasks.gnnevaluator", *dataset_roots("extract", dataset))
     out = [spec.module] if spec.module else []
     if stage in ("train", "extract"):
-        out += [f"tasks.modalities.{spec.modality}", f"tasks.backbones.{spec.modality}"]
+        from tasks.backbones import available_backbones, get_backbone_spec
+
+        # the modules defining the backbones that apply (text: tasks.backbones.text and
+        # tasks.backbones.distilbert), not just the one named after the modality
+        backbone_modules = sorted({
+            str(getattr(get_backbone_spec(b).build, "__module__", "") or "")
+            for b in available_backbones(spec.modality) if spec.applies(b)
+        })
+        out += [f"tasks.modalities.{spec.modality}", *backbone_modules]
     if stage == "extract":
         from tasks.shifts import family_implementation
 

@@ -150,6 +150,10 @@ class DatasetSpec:
         offline datasets install from a package or are generated.
     paper_row : str, default ""
         The row of the ALSA paper's tables the dataset reproduces, if any.
+    backbones : tuple of str or None, default None
+        The backbones that apply to the dataset, when not every backbone of its modality does
+        (``distilbert`` needs weights that only the online text suite fetches; ``minilm-ft``
+        fits the CPU budget on the review snippets only). None means every one.
     """
 
     name: str
@@ -169,6 +173,11 @@ class DatasetSpec:
     )
     online: bool = False
     paper_row: str = ""
+    backbones: tuple[str, ...] | None = None
+
+    def applies(self, backbone: str) -> bool:
+        """Whether ``backbone`` is one of the dataset's backbones (see :attr:`backbones`)."""
+        return self.backbones is None or backbone in self.backbones
 
     @property
     def module(self) -> str:

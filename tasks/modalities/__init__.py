@@ -5,6 +5,7 @@ modality    a split's samples                           module
 ==========  ==========================================  ===============================
 ``image``   ``uint8``/float array ``(n, ...)``          :mod:`tasks.modalities.image`
 ``graph``   :class:`tasks.graphs.GraphSplit`            :mod:`tasks.modalities.graph`
+``text``    ``object`` array of ``str`` ``(n,)``        :mod:`tasks.modalities.text`
 ==========  ==========================================  ===============================
 
 Examples
@@ -21,7 +22,11 @@ from .base import FitReport, ModalityAdapter
 
 __all__ = ["FitReport", "ModalityAdapter", "available_modalities", "get_adapter"]
 
-_MODULES = {"image": "tasks.modalities.image", "graph": "tasks.modalities.graph"}
+_MODULES = {
+    "image": "tasks.modalities.image",
+    "graph": "tasks.modalities.graph",
+    "text": "tasks.modalities.text",
+}
 
 
 def available_modalities() -> tuple[str, ...]:

@@ -140,18 +140,24 @@ LABEL_SHIFT_DRAWS: int = 2
 LABEL_SHIFT_SIZE: int = 2000
 
 
-def _splits() -> list[TargetSplitSpec]:
+def label_shift_splits(size: int) -> list[TargetSplitSpec]:
+    """The family's splits, ``size`` samples each: every alpha of :data:`LABEL_SHIFT_ALPHAS`
+    times :data:`LABEL_SHIFT_DRAWS` draws (the text family uses a smaller size)."""
     return [
         TargetSplitSpec(
             f"label_shift-a{alpha:g}-d{draw}",
             "label_shift",
             f"dirichlet-a{alpha:g}",
             None,
-            (("alpha", alpha), ("draw", float(draw)), ("size", float(LABEL_SHIFT_SIZE))),
+            (("alpha", alpha), ("draw", float(draw)), ("size", float(size))),
         )
         for alpha in LABEL_SHIFT_ALPHAS
         for draw in range(1, LABEL_SHIFT_DRAWS + 1)
     ]
+
+
+def _splits() -> list[TargetSplitSpec]:
+    return label_shift_splits(LABEL_SHIFT_SIZE)
 
 
 def _generate(

@@ -32,8 +32,9 @@ from estimators import _alsa_kernels as kern
 from estimators.exceptions import ConvergenceWarning, DegenerateValidationWarning
 
 SMALL = dict(n_anchors=24, max_epochs=40, min_epochs=0, device="cpu")
-#: The paper's ALSA as printed: raw-logit cosine space, eq. (10) alone as the stop rule.
-PAPER = dict(space="raw", stop_rule="paper", min_epochs=0)
+#: The paper's ALSA as printed: raw-logit cosine space, eq. (10) alone as the stop rule, eq. (23)
+#: cut-off.
+PAPER = dict(space="raw", stop_rule="paper", min_epochs=0, threshold_rule="paper")
 
 
 def make_logits(rng: np.random.Generator, n: int = 400, c: int = 5, margin: float = 2.0):
@@ -199,7 +200,8 @@ def test_max_epochs_warns_and_reports(rng):
 
 def test_fixed_stop_rule_trains_min_epochs_and_calibration_meets_eq10(rng):
     z, y = make_logits(rng, n=300)
-    est = fit_quiet(get_estimator("alsa-g", n_anchors=20, min_epochs=30, device="cpu"), z, y)
+    est = fit_quiet(get_estimator("alsa-g", n_anchors=20, min_epochs=30, device="cpu",
+                                  threshold_rule="paper"), z, y)
     assert est.stop_rule == "fixed"  # the default
     assert est.stop_reason_ == "fixed" and est.n_epochs_ == 30
     assert len(est.history_["loss"]) == 31
@@ -236,7 +238,7 @@ def test_rectification_thresholds():
         assert rectification_threshold("exponential", alpha) == pytest.approx(6 * (1 - alpha))
         assert kernel_alpha_value("gaussian", alpha) * 6 == pytest.approx(ref_g, rel=1e-9)
     z, y = make_logits(np.random.default_rng(1))
-    est = fit_quiet(get_estimator("alsa-e", alpha=0.9, **SMALL), z, y)
+    est = fit_quiet(get_estimator("alsa-e", alpha=0.9, threshold_rule="paper", **SMALL), z, y)
     assert est.threshold_ == pytest.approx(0.6)
 
 
@@ -540,7 +542,7 @@ def test_auto_anchors_fit_small_validation_sets_without_warning(rng):
 def test_calibration_makes_eq10_hold_exactly_and_binary_fits_converge(rng, name):
     s = rng.normal(size=1500) * 2.0
     y = (s + rng.normal(size=1500) * 1.5 > 0).astype(int)  # a noisy binary model
-    est = get_estimator(name, device="cpu")
+    est = get_estimator(name, device="cpu", threshold_rule="paper")
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         est.fit(s[:1000], y[:1000])

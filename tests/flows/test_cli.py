@@ -48,7 +48,8 @@ def test_unknown_backbone_is_one_clear_line(runner: CliRunner, state_home) -> No
     result = runner.invoke(app, ["run", "--backbone", "lenet", "--backbone", "vgg"])
     assert result.exit_code == 2
     line = _one_error_line(result)
-    assert "backbone must be one of gat, gcn, gin, lenet, mlp, resnet, sage" in line
+    assert ("backbone must be one of bow-linear, distilbert, gat, gcn, gin, lenet, minilm-ft, "
+            "minilm-mlp, mlp, resnet, sage") in line
     assert "'vgg'" in line
 
 
@@ -69,10 +70,24 @@ def test_backbones_pick_their_suites(state_home) -> None:
     plans = make_plans(None, backbones=["lenet", "gcn"], seeds=2)
     assert [(p.suite, p.backbones) for p in plans] == [("fmnist", ("lenet",)), ("graph", ("gcn",))]
     defaults = make_plans(None, seeds=1)
-    assert [p.suite for p in defaults] == ["fmnist", "graph"]
+    assert [p.suite for p in defaults] == ["fmnist", "graph", "text"]
     assert defaults[1].backbones == ("gat", "gcn", "gin", "sage")
+    assert defaults[2].backbones == ("bow-linear", "minilm-ft", "minilm-mlp")
     with pytest.raises(ValueError, match="suite 'fmnist' is image, and none of the backbones gcn"):
         make_plans(["fmnist", "graph"], backbones=["gcn"])
+
+
+def test_datasets_keep_only_the_backbones_that_apply(state_home) -> None:
+    from flows.benchmark import make_plan
+
+    plan = make_plan("text", seeds=2)
+    keys = plan.run_keys
+    assert "rt-reviews.minilm-ft.s1" in keys and "sotu-party.minilm-mlp.s0" in keys
+    assert not [k for k in keys if k.startswith("sotu-party.minilm-ft")]
+    assert len(keys) == (3 + 2) * 2
+    assert plan.backbones_of("sotu-party") == ("bow-linear", "minilm-mlp")
+    with pytest.raises(ValueError, match="backbone 'minilm-ft' does not apply to dataset"):
+        make_plan("text", datasets=["sotu-party"], backbones=["minilm-ft"])
 
 
 def test_missing_online_dataset_fails_fast_without_writing(
@@ -150,9 +165,10 @@ def test_model_aware_method_on_an_image_suite_fails_before_any_work(
 def test_model_aware_methods_are_kept_only_where_they_apply(state_home) -> None:
     from flows.benchmark import make_plans, plan_methods
 
-    fm, gr = make_plans(None, seeds=1)
+    fm, gr, tx = make_plans(None, seeds=1)
     assert plan_methods(fm, ["alsa-g", "gnnevaluator"]) == ["alsa-g"]
     assert plan_methods(gr, ["alsa-g", "gnnevaluator"]) == ["alsa-g", "gnnevaluator"]
+    assert plan_methods(tx, ["alsa-g", "gnnevaluator"]) == ["alsa-g"]
     assert plan_methods(fm, None) is None
 
 

@@ -200,3 +200,34 @@ def test_per_class_table_and_json(files):
         "--val", files["val"], "--target", files["target"], "--method", "atc-mc",
         "--method", "cot", "--json").stdout)}
     assert rows["cot"]["per_class"] is None and len(rows["atc-mc"]["per_class"]) == 3
+
+
+# --------------------------------------------------------------------------- intervals (issue 11)
+def test_interval_is_printed_and_follows_level(files):
+    result = invoke("--val", files["val"], "--target", files["target"], "--method", "ac")
+    assert result.exit_code == 0, result.output
+    assert "90% interval" in result.stdout and "not the error a distribution shift" in (
+        " ".join(result.stdout.split()))
+    widths = {}
+    for level in ("0.5", "0.99"):
+        out = invoke("--val", files["val"], "--target", files["target"], "--method", "ac",
+                     "--method", "alsa-e", "--level", level, "--json")
+        assert out.exit_code == 0, out.output
+        rows = json.loads(out.stdout)
+        for row in rows:
+            low, high = row["interval"]
+            assert row["level"] == float(level)
+            assert 0.0 <= low <= row["accuracy"] <= high <= 1.0
+        widths[level] = rows[0]["interval"][1] - rows[0]["interval"][0]
+    # a normal interval: the half-width scales with the normal quantile (2.5758 vs 0.6745)
+    assert widths["0.99"] / widths["0.5"] == pytest.approx(2.5758 / 0.6745, rel=1e-3)
+
+
+@pytest.mark.parametrize("level", ["1.5", "0", "1", "-0.2", "abc", "nan"])
+def test_bad_level_is_one_error_line(files, level):
+    result = invoke("--val", files["val"], "--target", files["target"], "--method", "ac",
+                    "--level", level)
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:")
+    assert "'level'" in lines[0] and "(0, 1)" in lines[0] and "got" in lines[0]

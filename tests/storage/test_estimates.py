@@ -22,6 +22,7 @@ from ._helpers import RUN_KEY, add_run
 REPORT_COLUMNS = [
     "suite", "dataset", "backbone", "seed", "shift_family", "shift", "severity", "n_target",
     "method", "estimated_accuracy", "true_accuracy", "abs_error", "run_key", "split",
+    "interval_low", "interval_high", "interval_level",
 ]
 
 

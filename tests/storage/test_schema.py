@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import duckdb
 import pytest
 
@@ -28,14 +30,28 @@ CONTRACT_COLUMNS = {
     "estimates": [
         "run_key", "split", "method", "params_json", "estimated_accuracy", "true_accuracy",
         "abs_error", "fit_seconds", "estimate_seconds", "diagnostics_json", "code_version",
-        "created_at",
+        "created_at", "interval_low", "interval_high", "interval_level", "per_class_json",
     ],
     "anchors": ["run_key", "method", "anchor_index", "position", "peak", "variance"],
     "report_rows": [
         "suite", "dataset", "backbone", "seed", "shift_family", "shift", "severity", "n_target",
         "method", "estimated_accuracy", "true_accuracy", "abs_error", "run_key", "split",
+        "interval_low", "interval_high", "interval_level",
     ],
 }
+
+#: The version-1 ``estimates`` table and view, verbatim (before issue 11's interval columns).
+V1_DDL = (
+    """CREATE TABLE estimates (
+        run_key VARCHAR NOT NULL, split VARCHAR NOT NULL, method VARCHAR NOT NULL,
+        params_json VARCHAR, estimated_accuracy DOUBLE, true_accuracy DOUBLE, abs_error DOUBLE,
+        fit_seconds DOUBLE, estimate_seconds DOUBLE, diagnostics_json VARCHAR,
+        code_version VARCHAR, created_at TIMESTAMP, PRIMARY KEY (run_key, split, method))""",
+    """CREATE TABLE schema_meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)""",
+    """INSERT INTO schema_meta VALUES ('schema_version', '1')""",
+    """INSERT INTO estimates VALUES ('r', 'clean', 'ac', '{}', 0.7, 0.75, 0.05, 1.0, 0.1, '{}',
+        'v1', NULL)""",
+)
 
 
 def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
@@ -133,3 +149,33 @@ def test_connect_rejects_bad_retry_settings(tmp_path, kwargs):
     with pytest.raises(ValueError, match="retries|backoff_s"):
         with connect(tmp_path / "x.duckdb", **kwargs):
             pass
+
+
+def test_old_schema_database_is_migrated_and_keeps_its_rows(tmp_path):
+    from storage.estimates import EstimateRow, read_estimates, write_estimates
+
+    db = tmp_path / "bench.duckdb"
+    con = duckdb.connect(str(db))
+    for statement in V1_DDL:
+        con.execute(statement)
+    con.close()
+    # read-only: refused with a message that says how to migrate
+    with pytest.raises(SchemaVersionError, match=r"version 1.*expects 2.*writable"):
+        with connect(db, read_only=True):
+            pass
+    with connect(db) as con:  # writable: migrated in place
+        assert read_schema_version(con) == SCHEMA_VERSION == 2
+        for name, columns in CONTRACT_COLUMNS.items():
+            assert _columns(con, name) == columns, name
+        (old,) = read_estimates(con, "r")
+        assert old.estimated_accuracy == 0.7 and old.code_version == "v1"
+        assert math.isnan(old.interval_low) and old.per_class_json is None
+        write_estimates(con, "r", [EstimateRow(
+            "r", "noise", "ac", "{}", 0.6, 0.62, 0.02, 1.0, 0.1, "{}", "v2",
+            interval_low=0.55, interval_high=0.65, interval_level=0.9,
+            per_class_json='{"estimated": [0.6], "true": [0.62], "count": [3]}',
+        )])
+        new = [r for r in read_estimates(con, "r") if r.split == "noise"][0]
+        assert (new.interval_low, new.interval_high, new.interval_level) == (0.55, 0.65, 0.9)
+    with connect(db, read_only=True) as con:  # now current
+        assert read_schema_version(con) == 2

@@ -135,8 +135,11 @@ def test_estimators_see_target_logits_only(spies, run_db, monkeypatch):
     np.testing.assert_array_equal(val_labels, arrays["val"][1])
     with connect(db, read_only=True) as con:
         order = [s.split for s in list_splits(con, RUN, role="target")]
-    assert len(spies.seen_estimate) == len(TARGETS)
-    for split, args in zip(order, spies.seen_estimate):
+    # the first call is fit's own, on the validation logits (the interval's residual variance)
+    (fit_call, *target_calls) = spies.seen_estimate
+    np.testing.assert_array_equal(fit_call[0], arrays["val"][0].astype(np.float64))
+    assert len(target_calls) == len(TARGETS)
+    for split, args in zip(order, target_calls):
         assert len(args) == 1  # logits, and nothing else
         np.testing.assert_array_equal(args[0], arrays[split][0].astype(np.float64))
 
@@ -241,3 +244,37 @@ def test_every_registered_estimator_on_the_real_registry(run_db):
         # the default space augments the 4 centred logits with one constant coordinate
         assert positions.shape == (40, 5) and peaks.shape == variances.shape == (40,)
     assert ref.digest == estimates_digest(rows)
+
+
+# --------------------------------------------------------------------------- issue 11
+def test_intervals_and_per_class_estimates_are_stored(run_db):
+    from estimators import get_estimator
+    from estimators.base import per_class_accuracy
+
+    db, arrays = run_db
+    estimate_run(RUN, methods=["ac", "doc"], db=db)
+    with connect(db, read_only=True) as con:
+        rows = {(r.split, r.method): r for r in read_estimates(con, RUN)}
+        report = storage.read_report_rows(con)
+    val_logits, val_labels = arrays["val"]
+    for split, n, _ in TARGETS:
+        logits = arrays[split][0].astype(np.float64)
+        for method in ("ac", "doc"):
+            # the same estimator fitted here independently gives the stored interval
+            res = get_estimator(method).fit(val_logits, val_labels).estimate(logits)
+            row = rows[(split, method)]
+            assert (row.interval_low, row.interval_high) == pytest.approx(res.interval)
+            assert row.interval_level == 0.9
+            assert row.interval_low <= row.estimated_accuracy <= row.interval_high
+        ac = json.loads(rows[(split, "ac")].per_class_json)
+        expected = per_class_accuracy(
+            get_estimator("ac").fit(val_logits, val_labels).estimate(logits).per_sample, logits
+        )
+        np.testing.assert_allclose(
+            [np.nan if v is None else v for v in ac["estimated"]], expected, rtol=1e-12
+        )
+        assert ac["count"] == np.bincount(logits.argmax(1), minlength=logits.shape[1]).tolist()
+        assert sum(ac["count"]) == n
+        assert rows[(split, "doc")].per_class_json is None  # no per-sample probabilities
+    assert {"interval_low", "interval_high", "interval_level"} <= set(report.columns)
+    assert report["interval_level"].eq(0.9).all()

@@ -19,9 +19,11 @@ def test_every_dataset_is_registered_with_its_suite_and_modality() -> None:
         "fmnist": ("fmnist", "image", False),
         "arxiv-sim": ("graph", "graph", False),
         "ogbn-arxiv": ("ogbn-arxiv", "graph", True),
+        "rt-reviews": ("text", "text", False),
+        "sotu-party": ("text", "text", False),
     }.items()
     assert available_suites()[:2] == ("fmnist", "graph")
-    assert offline_suites() == ("fmnist", "graph")
+    assert offline_suites() == ("fmnist", "graph", "text")
     assert suite_modality("graph") == "graph"
     assert get_dataset_spec("fmnist-binary").class_names == ("not-top", "top")
     assert get_dataset_spec("arxiv-sim").module == "tasks.datasets.arxiv_sim"

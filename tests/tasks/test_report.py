@@ -250,3 +250,81 @@ def test_write_report_selects_runs_and_methods(tmp_path, state_home, rng) -> Non
 def test_write_report_without_database_names_the_file(tmp_path, state_home) -> None:
     with pytest.raises(FileNotFoundError, match="bench.duckdb"):
         write_report(out_dir=tmp_path, publish_artifacts=False)
+
+
+# --------------------------------------------------------------------------- issue 11 tables
+def test_coverage_table_counts_truth_inside_the_interval(rows: pd.DataFrame) -> None:
+    from tasks.report import build_report_tables, render_markdown
+
+    half = {"ac": 0.02, "atc-mc": 0.05, "alsa-g": 0.03}
+    rows = rows.assign(
+        interval_low=rows["estimated_accuracy"] - rows["method"].map(half),
+        interval_high=rows["estimated_accuracy"] + rows["method"].map(half),
+        interval_level=0.9,
+    )
+    rows.loc[rows.index[:3], ["interval_low", "interval_high"]] = np.nan  # no interval: left out
+    tables = build_report_tables(rows)
+    cov = tables["coverage"]
+    usable = rows.dropna(subset=["interval_low"])
+    for (family, method), grp in [
+        *usable.groupby(["shift_family", "method"]),
+        *((("all", m), g) for m, g in usable.groupby("method")),
+    ]:
+        inside = ((grp["interval_low"] <= grp["true_accuracy"])
+                  & (grp["true_accuracy"] <= grp["interval_high"])).mean()
+        got = cov[(cov["shift_family"] == family) & (cov["method"] == method)].iloc[0]
+        assert got["coverage"] == pytest.approx(inside)
+        assert got["n"] == len(grp)
+        assert got["width_pp"] == pytest.approx(200 * half[method])
+        assert got["coverage_se"] == pytest.approx(math.sqrt(0.09 / len(grp)))
+    wide = tables["coverage_table"]
+    assert list(wide.columns) == ["ac", "atc-mc", "alsa-g"]
+    md = render_markdown(tables, title="t")
+    assert "## Interval coverage" in md and "90% interval" in md
+
+
+def test_report_without_interval_columns_has_no_coverage_table(rows: pd.DataFrame) -> None:
+    from tasks.report import build_report_tables
+
+    assert "coverage" not in build_report_tables(rows)
+
+
+def test_write_report_adds_coverage_and_per_class_mae(tmp_path, state_home, rng) -> None:
+    from storage import connect
+    from storage.logits import read_target_labels, read_target_logits
+    from storage.paths import db_path
+
+    _fill_db(db_path(), rng)
+    est_by_method = {"ac": 0.5, "alsa-g": 0.9}
+    expected: dict[tuple[str, str], list[float]] = {}
+    with connect(db_path()) as con:
+        for run_key, split, method in con.sql(
+            "SELECT run_key, split, method FROM estimates").fetchall():
+            z = read_target_logits(con, run_key, split)
+            y = read_target_labels(con, run_key, split)
+            c = z.shape[1]
+            pred = z.argmax(1)
+            estimated = [est_by_method[method] if np.any(pred == k) else None for k in range(c)]
+            errs = [abs(est_by_method[method] - np.mean(y[pred == k] == k))
+                    for k in range(c) if np.any(pred == k)]
+            expected.setdefault((run_key.split(".")[0], method), []).append(100 * np.mean(errs))
+            con.execute(
+                "UPDATE estimates SET per_class_json = ?, interval_low = estimated_accuracy - 0.1,"
+                " interval_high = estimated_accuracy + 0.1, interval_level = 0.9 "
+                "WHERE run_key = ? AND split = ? AND method = ?",
+                [json.dumps({"estimated": estimated, "count": [0] * c}), run_key, split, method],
+            )
+    write_report(out_dir=tmp_path / "reports", publish_artifacts=False, anchor_plots=False)
+    folder = tmp_path / "reports" / "toy"
+    pc = pd.read_csv(folder / "per_class_mae.csv")
+    for (dataset, method), errs in expected.items():
+        got = pc[(pc["dataset"] == dataset) & (pc["method"] == method)
+                 & (pc["shift_family"] == ALL_FAMILIES)].iloc[0]
+        assert got["per_class_mae_pp"] == pytest.approx(np.mean(errs))
+        assert got["role"] == ("alsa" if method == "alsa-g" else "best baseline")
+    cov = pd.read_csv(folder / "coverage.csv")
+    # ac is off by +0.05 and alsa-g by -0.01, both inside +-0.1
+    assert (cov["coverage"] == 1.0).all() and cov["width_pp"].to_numpy() == pytest.approx(20.0)
+    md = (folder / "report.md").read_text()
+    assert "## Interval coverage" in md and "## Per-class MAE" in md
+    assert "ac (best baseline)" in md

@@ -1,0 +1,141 @@
+"""The stages on a text dataset: every text backbone trains, extracts every split and is
+estimated; reruns are bit-identical and hit the feature cache; bad input writes nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from storage.db import connect
+from storage.estimates import read_estimates
+from storage.logits import list_splits, read_val
+from tasks.backbones import available_backbones
+from tasks.datasets import DATASETS
+from tasks.download import stage_dataset
+from tasks.estimate import estimate_run
+from tasks.extract import extract_logits
+from tasks.shifts import target_splits
+from tasks.train import load_checkpoint, train_classifier
+from tests.tasks._text_fake import tiny_text_spec
+
+
+@pytest.fixture
+def tiny_text(monkeypatch: pytest.MonkeyPatch, state_home: Path) -> str:
+    monkeypatch.setitem(DATASETS, "tiny-text", tiny_text_spec())
+    return "tiny-text"
+
+
+@pytest.mark.parametrize(("backbone", "epochs"),
+                         [("bow-linear", 30), ("minilm-mlp", 150), ("minilm-ft", 15)])
+def test_text_run_end_to_end(tiny_text: str, state_home: Path, backbone: str, epochs: int) -> None:
+    ref = stage_dataset(tiny_text)
+    ckpt = train_classifier(ref, backbone, 0, epochs=epochs, progress=False)
+    _, meta = load_checkpoint(ckpt.path)
+    assert meta["modality"] == "text"
+    assert train_classifier(ref, backbone, 0, epochs=epochs, progress=False).sha256 == ckpt.sha256
+
+    db = state_home / "bench.duckdb"
+    extract_logits(ckpt, suite="tiny-text", db=db)
+    with connect(db, read_only=True) as con:
+        splits = {s.split: s for s in list_splits(con, ckpt.run_key, role="target")}
+        val_logits, val_labels = read_val(con, ckpt.run_key)
+    assert set(splits) == {s.name for s in target_splits(tiny_text)}
+    assert splits["clean"].n_samples == 40 and splits["reviews-100"].n_samples == 12
+    assert val_logits.shape == (30, 2)
+    assert float(np.mean(val_logits.argmax(1) == val_labels)) >= 0.75  # the words give it away
+    estimate_run(ckpt.run_key, methods=["atc-mc", "alsa-g", "cot"], db=db)
+    with connect(db, read_only=True) as con:
+        rows = read_estimates(con, ckpt.run_key)
+    assert len(rows) == 3 * len(splits)
+    assert all(0.0 <= r.estimated_accuracy <= 1.0 for r in rows)
+
+
+def test_frozen_features_are_computed_once_across_backbones_and_splits(
+    tiny_text: str, state_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tasks import text_encoder
+
+    calls: list[int] = []
+    real = text_encoder._forward
+    monkeypatch.setattr(text_encoder, "_forward",
+                        lambda enc, ids, states, dev: calls.append(len(ids)) or real(enc, ids, states, dev))
+    ref = stage_dataset(tiny_text)
+    ckpt = train_classifier(ref, "minilm-mlp", 0, epochs=2, progress=False)
+    extract_logits(ckpt, suite="tiny-text", db=state_home / "bench.duckdb")
+    first = sum(calls)
+    # train + val + clean + reviews: each unique text encoded exactly once, label shift and
+    # domain mixtures re-use the clean pool's features
+    assert first == 80 + 30 + 40 + 12
+    ckpt1 = train_classifier(ref, "minilm-mlp", 1, epochs=2, progress=False)
+    extract_logits(ckpt1, suite="tiny-text", db=state_home / "bench.duckdb")
+    assert sum(calls) == first  # another seed: everything from the cache
+
+
+def test_every_text_backbone_is_registered_for_text_only() -> None:
+    assert set(available_backbones("text")) >= {"bow-linear", "minilm-mlp", "minilm-ft"}
+    assert not set(available_backbones("text")) & set(available_backbones("image"))
+
+
+def test_an_image_backbone_on_text_is_refused_before_training(tiny_text: str) -> None:
+    ref = stage_dataset(tiny_text)
+    with pytest.raises(ValueError, match="backbone 'mlp' takes image inputs, but dataset"):
+        train_classifier(ref, "mlp", 0, progress=False)
+
+
+def test_an_empty_text_in_a_split_stops_before_anything_is_written(
+    tiny_text: str, state_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = DATASETS[tiny_text]
+    good = spec.load_target_pool
+
+    def bad_pool(root):
+        pool = good(root)
+        samples = pool.samples.copy()
+        samples[3] = ""
+        return dataclasses.replace(pool, samples=samples)
+
+    ref = stage_dataset(tiny_text)
+    ckpt = train_classifier(ref, "bow-linear", 0, epochs=2, progress=False)
+    monkeypatch.setitem(DATASETS, tiny_text, dataclasses.replace(spec, load_target_pool=bad_pool))
+    db = state_home / "bench.duckdb"
+    with pytest.raises(ValueError, match=r"row 3: the text is empty"):
+        extract_logits(ckpt, suite="tiny-text", db=db)
+    if db.exists():
+        with connect(db, read_only=True) as con:
+            assert list_splits(con, ckpt.run_key, role="target") == []
+
+
+def test_repeated_texts_are_predicted_once_per_model_and_never_across_models(
+    tiny_text: str, state_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from tasks.backbones import get_backbone
+    from tasks.modalities import get_adapter
+
+    adapter = get_adapter("text")
+    spec = DATASETS[tiny_text]
+    texts = np.array(["a fine film", "a dull film", "a fine film"], dtype=object)
+    cpu = torch.device("cpu")
+    seen: list[int] = []
+    real = adapter._predict
+    monkeypatch.setattr(adapter, "_predict",
+                        lambda m, sp, x, d, b: seen.append(len(x)) or real(m, sp, x, d, b))
+    torch.manual_seed(0)
+    model = get_backbone("minilm-mlp", 2, (128,))
+    first = adapter.predict(model, spec, texts, cpu, 256)
+    np.testing.assert_array_equal(first[0], first[2])
+    again = adapter.predict(model, spec, texts[:2], cpu, 256)
+    assert seen == [2]  # the repeated text and the second call cost nothing
+    np.testing.assert_array_equal(again, first[:2])
+    with torch.no_grad():
+        model.net[0].bias.add_(1.0)  # weights changed in place: the memo is dropped
+    adapter.predict(model, spec, texts[:1], cpu, 256)
+    torch.manual_seed(1)
+    other = get_backbone("minilm-mlp", 2, (128,))
+    other.load_state_dict(model.state_dict())
+    adapter.predict(other, spec, texts[:1], cpu, 256)
+    assert seen == [2, 1, 1]
