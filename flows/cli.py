@@ -245,7 +245,8 @@ def _method_params(
 
 
 def _check_online(plans: Sequence[Any]) -> None:
-    """Fail fast, before Prefect starts, when an online dataset is not on this machine."""
+    """Fail fast, before Prefect starts, when an online dataset or the pretrained weights a
+    backbone loads (DistilBERT) are not on this machine."""
     from storage.paths import data_dir
     from tasks.datasets import get_dataset_spec
 
@@ -254,6 +255,10 @@ def _check_online(plans: Sequence[Any]) -> None:
             spec = get_dataset_spec(name)
             if spec.online:
                 spec.stage(data_dir())  # verifies the files; raises one line when missing
+            if "distilbert" in plan.backbones_of(name):
+                from tasks.backbones.distilbert import check_weights
+
+                check_weights()  # one line: what is missing, where it looked, how to get it
 
 
 # ------------------------------------------------------------------------------------------ report

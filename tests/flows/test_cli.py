@@ -179,3 +179,18 @@ def test_requested_datasets_and_suites_are_never_dropped_silently(state_home) ->
         make_plans(None, datasets=["fmnist", "arxiv-sim"], backbones=["gat"])
     with pytest.raises(ValueError, match="suite 'fmnist' was chosen, but none of the datasets"):
         make_plans(["fmnist", "graph"], datasets=["arxiv-sim"])
+
+
+def test_missing_distilbert_weights_fail_fast_without_writing(
+    runner: CliRunner, state_home, tmp_path, monkeypatch
+) -> None:
+    from storage.paths import data_dir
+    from tests.tasks._wilds_fake import write_fake_amazon
+
+    write_fake_amazon(data_dir())
+    monkeypatch.setenv("ALSA_BENCH_DISTILBERT", str(tmp_path / "no-model-here"))
+    result = runner.invoke(app, ["run", "--suite", "amazon-wilds"])
+    assert result.exit_code == 2
+    line = _one_error_line(result)
+    assert "no-model-here" in line and "ALSA_BENCH_DISTILBERT" in line
+    assert not (state_home / "bench.duckdb").exists()
