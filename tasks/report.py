@@ -103,6 +103,16 @@ def build_report_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
             ``"<method> ρ"``, the best of each in ``**bold**``.
         ``"rows"``
             The target rows used, with ``abs_error_pp`` added, sorted.
+        ``"ranks"``, ``"rank_table"``
+            Per row (suite, dataset, shift family, backbone; not ``all``) and seed, each method's
+            rank by its MAE (1 = lowest; ties share the mean rank, :func:`rank_long`); the wide
+            form shows the rank of the mean-over-seeds MAE per row.
+        ``"mean_rank"``
+            Per method the mean rank over every row, mean ± std over seeds
+            (:func:`mean_rank`), a critical-difference style summary.
+        ``"worst_family"``, ``"worst_family_table"``
+            Per (suite, dataset, backbone, method) the largest family MAE and its family
+            (:func:`worst_family_long`): what a user who does not know the shift risks.
         ``"coverage"``, ``"coverage_table"``
             Where ``df`` has the interval columns and some row has an interval
             (:func:`coverage_long`): per (suite, dataset, shift_family, method) the fraction of
@@ -128,6 +138,12 @@ def build_report_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
         if not coverage.empty:
             out["coverage"] = coverage
             out["coverage_table"] = _coverage_wide(coverage)
+    ranks = rank_long(rows)
+    out["ranks"] = ranks
+    out["rank_table"] = _rank_wide(ranks)
+    out["mean_rank"] = mean_rank(ranks)
+    out["worst_family"] = worst_family_long(mae)
+    out["worst_family_table"] = _worst_family_wide(out["worst_family"])
     temporal = rows[rows["shift_family"] == TEMPORAL_FAMILY]
     if not temporal.empty:
         out["temporal_mae_table"] = temporal_mae_table(temporal)
@@ -199,6 +215,120 @@ def _target_rows(df: pd.DataFrame) -> pd.DataFrame:
     rows["_f"] = rows["shift_family"].map(_family_rank)
     rows = rows.sort_values(["suite", "dataset", "backbone", "seed", "_f", "split", "_m"])
     return rows.drop(columns=["_m", "_f"]).reset_index(drop=True)
+
+
+def rank_long(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rank the methods of every row of every seed by their MAE.
+
+    Parameters
+    ----------
+    rows : DataFrame
+        Target rows (``build_report_tables(...)["rows"]``).
+
+    Returns
+    -------
+    DataFrame
+        One row per (suite, dataset, shift_family, backbone, seed, method): ``mae`` (points,
+        over the family's splits of that seed) and ``rank`` among the methods of that row and
+        seed (1 = lowest MAE, ties averaged, as in Demšar 2006). Methods that do not run on a
+        row (GNNEvaluator off graphs) are ranked among those that do.
+    """
+    per_seed = (
+        rows.groupby(_ROW_MAE + ["seed", "method"], sort=False, observed=True)["abs_error_pp"]
+        .mean().rename("mae").reset_index()
+    )
+    per_seed["rank"] = per_seed.groupby(_ROW_MAE + ["seed"], sort=False, observed=True)[
+        "mae"].rank(method="average", ascending=True)
+    return per_seed
+
+
+def mean_rank(ranks: pd.DataFrame) -> pd.DataFrame:
+    """Mean rank of every method over all rows: mean ± std over seeds (Demšar 2006 style).
+
+    Parameters
+    ----------
+    ranks : DataFrame
+        From :func:`rank_long`.
+
+    Returns
+    -------
+    DataFrame
+        Index ``method`` (display order), columns ``mean_rank`` (mean over seeds of the
+        per-seed mean rank over rows), ``std`` (over seeds, ``ddof=1``; NaN for one seed),
+        ``rows`` (rows the method was ranked on) and ``wins`` (rows, summed over seeds, where
+        it ranked first), sorted by ``mean_rank``.
+    """
+    per_seed = ranks.groupby(["method", "seed"], sort=False)["rank"].mean().rename("r")
+    out = per_seed.reset_index().groupby("method", sort=False)["r"].agg(
+        mean_rank="mean", std=lambda v: float(v.std(ddof=1)) if len(v) > 1 else math.nan
+    )
+    counts = ranks.groupby("method", sort=False).agg(
+        rows=("rank", "size"), wins=("rank", lambda r: int((r == 1).sum()))
+    )
+    out = out.join(counts)
+    out["rows"] = (out["rows"] / ranks.groupby("method")["seed"].nunique()).astype(int)
+    return out.sort_values("mean_rank")
+
+
+def worst_family_long(mae: pd.DataFrame) -> pd.DataFrame:
+    """Each method's largest family MAE per (suite, dataset, backbone), and which family.
+
+    Parameters
+    ----------
+    mae : DataFrame
+        Long MAE table (``build_report_tables(...)["mae"]``).
+
+    Returns
+    -------
+    DataFrame
+        Columns suite, dataset, backbone, method, ``worst_mae`` (the largest ``mae_mean`` over
+        the shift families other than ``all``), ``worst_family`` and ``best`` (lowest
+        ``worst_mae`` of its row).
+    """
+    fam = mae[mae["shift_family"] != ALL_FAMILIES]
+    idx = fam.groupby(_GROUP_CORR, sort=False)["mae_mean"].idxmax()
+    out = fam.loc[idx, _GROUP_CORR + ["mae_mean", "shift_family"]].rename(
+        columns={"mae_mean": "worst_mae", "shift_family": "worst_family"}
+    )
+    out["best"] = _mark_best(out, _ROW_CORR, "worst_mae", lowest=True)
+    return _sort(out.reset_index(drop=True), _ROW_CORR)
+
+
+def _rank_wide(ranks: pd.DataFrame) -> pd.DataFrame:
+    mean = ranks.groupby(_ROW_MAE + ["method"], sort=False)["mae"].mean().rename("mae")
+    mean = mean.reset_index()
+    mean["rank"] = mean.groupby(_ROW_MAE, sort=False)["mae"].rank(method="min")
+    mean["cell"] = [f"**{int(r)}**" if r == 1 else str(int(r)) for r in mean["rank"]]
+    methods = _methods_in_order(mean["method"].tolist())
+    wide = mean.pivot(index=_ROW_MAE, columns="method", values="cell").reindex(columns=methods)
+    order = _sort(mean.drop_duplicates(_ROW_MAE).assign(method=""), _ROW_MAE)[_ROW_MAE]
+    wide = wide.reindex(pd.MultiIndex.from_frame(order)).fillna("–")
+    wide.columns.name = None
+    return wide
+
+
+def _worst_family_wide(worst: pd.DataFrame) -> pd.DataFrame:
+    cells = worst.assign(cell=[
+        _fmt_num(m, b) + f" ({f})" for m, b, f in
+        zip(worst["worst_mae"], worst["best"], worst["worst_family"])
+    ])
+    methods = _methods_in_order(cells["method"].tolist())
+    wide = cells.pivot(index=_ROW_CORR, columns="method", values="cell").reindex(columns=methods)
+    order = worst[_ROW_CORR].drop_duplicates().apply(tuple, axis=1).tolist()
+    wide = wide.reindex(pd.MultiIndex.from_tuples(order, names=_ROW_CORR)).fillna("–")
+    wide.columns.name = None
+    return wide
+
+
+def _mean_rank_markdown(table: pd.DataFrame) -> str:
+    view = pd.DataFrame({
+        "method": table.index,
+        "mean rank": [f"{m:.2f}" if math.isnan(s) else f"{m:.2f} ± {s:.2f}"
+                      for m, s in zip(table["mean_rank"], table["std"])],
+        "rows": table["rows"].to_numpy(),
+        "first places (all seeds)": table["wins"].to_numpy(),
+    })
+    return view.to_markdown(index=False)
 
 
 def _method_rank(method: str) -> tuple[int, str]:
@@ -612,13 +742,38 @@ def render_markdown(
         _markdown_table(tables["correlation_table"]),
         "",
     ]
+    if "mean_rank" in tables:
+        lines += [
+            "## Ranks and the worst family",
+            "",
+            "A user who does not know which shift the target data went through gets, from one "
+            "method, its error under whichever shift it is. Mean rank of each method over every "
+            "(dataset, shift family, backbone) row (1 = lowest MAE of the row; ties share the "
+            "mean rank; mean ± std over seeds of the per-seed mean rank, Demšar 2006 style). A "
+            "method that runs on some rows only (GNNEvaluator: graphs) is ranked on those, "
+            "among one more method:",
+            "",
+            _mean_rank_markdown(tables["mean_rank"]),
+            "",
+            "Worst-family MAE (percentage points): per dataset and backbone, each method's largest "
+            "shift-family MAE, with that family; **bold** is the lowest of the row.",
+            "",
+            _markdown_table(tables["worst_family_table"]),
+            "",
+            "Rank of each method in every row of the MAE table above (by the mean over seeds):",
+            "",
+            _markdown_table(tables["rank_table"]),
+            "",
+        ]
     if "temporal_mae_table" in tables:
         lines += [
             "## Temporal shift (paper Table 2 and Table 3 layout)",
             "",
-            "Graph datasets trained on papers up to 2010 and validated on 2012-2014; one target "
-            "split per test year 2015-2020. MAE (percentage points) over the test years, mean ± "
-            "std over seeds, with the paper's `AVG.` over backbones:",
+            "Graph datasets are trained on papers up to 2010 and validated on 2012-2014, with "
+            "one target split per test year 2015-2020; `sotu-party` (text) is trained on "
+            "speeches of 1853-1912, with one target split per later era. MAE (percentage "
+            "points) over the years or eras, mean ± std over seeds, with the paper's `AVG.` "
+            "over backbones:",
             "",
             _markdown_table(tables["temporal_mae_table"]),
             "",
@@ -1115,6 +1270,9 @@ def write_report(
     tables["correlation"].to_csv(folder / "correlation.csv", index=False)
     tables["correlation_table"].to_csv(folder / "correlation_table.csv")
     tables["rows"].to_csv(folder / "estimates.csv", index=False)
+    tables["ranks"].to_csv(folder / "ranks.csv", index=False)
+    tables["mean_rank"].to_csv(folder / "mean_rank.csv")
+    tables["worst_family"].to_csv(folder / "worst_family.csv", index=False)
     if "coverage" in tables:
         tables["coverage"].to_csv(folder / "coverage.csv", index=False)
         tables["coverage_table"].to_csv(folder / "coverage_table.csv")

@@ -328,3 +328,49 @@ def test_write_report_adds_coverage_and_per_class_mae(tmp_path, state_home, rng)
     md = (folder / "report.md").read_text()
     assert "## Interval coverage" in md and "## Per-class MAE" in md
     assert "ac (best baseline)" in md
+
+
+def test_ranks_follow_the_per_seed_mae_and_ties_share_the_mean_rank(rows: pd.DataFrame) -> None:
+    tables = build_report_tables(rows)
+    ranks = tables["ranks"]
+    assert set(ranks["shift_family"]) == {"clean", "synthetic"}  # never the pooled "all"
+    target = tables["rows"]
+    for (backbone, family, seed), sub in target.groupby(["backbone", "shift_family", "seed"]):
+        mae = sub.groupby("method")["abs_error_pp"].mean()
+        expected = stats.rankdata(mae.to_numpy(), method="average")
+        got = ranks[(ranks["backbone"] == backbone) & (ranks["shift_family"] == family)
+                    & (ranks["seed"] == seed)].set_index("method").loc[mae.index, "rank"]
+        np.testing.assert_allclose(got.to_numpy(), expected)
+    tie = rows.copy()
+    tie.loc[tie["method"] == "atc-mc", "estimated_accuracy"] = tie.loc[
+        tie["method"] == "ac", "estimated_accuracy"].to_numpy()
+    tied = build_report_tables(tie)["ranks"]
+    pair = tied[tied["method"].isin(["ac", "atc-mc"])].groupby(
+        ["backbone", "shift_family", "seed"])["rank"].agg(["min", "max"])
+    assert (pair["min"] == pair["max"]).all() and (pair["min"] % 1 == 0.5).all()
+
+
+def test_mean_rank_is_mean_over_rows_then_seeds(rows: pd.DataFrame) -> None:
+    tables = build_report_tables(rows)
+    ranks, summary = tables["ranks"], tables["mean_rank"]
+    per_seed = ranks.groupby(["method", "seed"])["rank"].mean().unstack()
+    np.testing.assert_allclose(summary.loc[per_seed.index, "mean_rank"], per_seed.mean(axis=1))
+    np.testing.assert_allclose(summary.loc[per_seed.index, "std"], per_seed.std(axis=1, ddof=1))
+    assert list(summary.index)[0] == "alsa-g"  # the least noisy method of the fixture
+    assert (summary["rows"] == 4).all()  # 2 backbones x 2 families
+    assert summary["wins"].sum() == 4 * 3  # one first place per row and seed (no ties here)
+    assert "mean rank" in render_markdown(tables, title="toy")
+
+
+def test_worst_family_is_the_largest_family_mae(rows: pd.DataFrame) -> None:
+    tables = build_report_tables(rows)
+    mae, worst = tables["mae"], tables["worst_family"]
+    fam = mae[mae["shift_family"] != ALL_FAMILIES]
+    for (backbone, method), sub in fam.groupby(["backbone", "method"]):
+        row = worst[(worst["backbone"] == backbone) & (worst["method"] == method)].iloc[0]
+        top = sub.loc[sub["mae_mean"].idxmax()]
+        assert row["worst_mae"] == pytest.approx(top["mae_mean"])
+        assert row["worst_family"] == top["shift_family"]
+    wide = tables["worst_family_table"]
+    assert wide.shape == (2, len(METHODS))
+    assert all(cell.startswith("**") for cell in wide["alsa-g"])
