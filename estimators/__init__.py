@@ -6,15 +6,28 @@
 
 Every estimator takes raw logits: ``fit(val_logits, val_labels)`` then
 ``estimate(target_logits)`` returns an :class:`AccuracyEstimate` whose ``accuracy`` is a fraction.
+
+The score estimators ``mano`` and ``nuclear-norm`` return a score in ``diagnostics["score"]`` and
+an accuracy only through a ``score_map`` (:class:`ScoreMap`); they are listed with
+``available_estimators(include_scores=True)``.
 """
 
 from .base import AccuracyEstimate, Estimator
 from .exceptions import ConvergenceWarning, DegenerateValidationWarning, NotFittedError
-from .registry import ESTIMATORS, available_estimators, get_estimator, register
+from .registry import (
+    ESTIMATORS,
+    available_estimators,
+    get_estimator,
+    register,
+    score_estimators,
+)
+from .score_map import ScoreEstimator, ScoreMap, leave_one_group_out
 
 # Importing the method modules registers them, in the order of the contract's key list.
 from . import baselines as _baselines  # noqa: E402,F401  (ac, doc, im, atc-mc, atc-ne, cot)
 from . import alsa as _alsa  # noqa: E402,F401  (alsa-g, alsa-e)
+from . import mano as _mano  # noqa: E402,F401  (mano, a score)
+from . import nuclear_norm as _nuclear_norm  # noqa: E402,F401  (nuclear-norm, a score)
 
 __all__ = [
     "AccuracyEstimate",
@@ -23,7 +36,11 @@ __all__ = [
     "ESTIMATORS",
     "Estimator",
     "NotFittedError",
+    "ScoreEstimator",
+    "ScoreMap",
     "available_estimators",
     "get_estimator",
+    "leave_one_group_out",
     "register",
+    "score_estimators",
 ]

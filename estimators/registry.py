@@ -28,9 +28,24 @@ def register(name: str) -> Callable[[E], E]:
     return deco
 
 
-def available_estimators() -> list[str]:
-    """Registry keys of every estimator, in registration order."""
-    return list(ESTIMATORS)
+def available_estimators(*, include_scores: bool = False) -> list[str]:
+    """Registry keys of the estimators, in registration order.
+
+    Parameters
+    ----------
+    include_scores : bool, default False
+        Also list the score estimators (``needs_score_map = True``: ``mano``,
+        ``nuclear-norm``), whose ``accuracy`` is NaN unless a ``score_map`` is given. Off by
+        default, so that code running "every estimator" (the benchmark, ``alsa-bench
+        estimate``) keeps to the methods that return an accuracy on their own.
+    """
+    return [k for k, cls in ESTIMATORS.items()
+            if include_scores or not getattr(cls, "needs_score_map", False)]
+
+
+def score_estimators() -> list[str]:
+    """Registry keys of the score estimators (``needs_score_map = True``)."""
+    return [k for k, cls in ESTIMATORS.items() if getattr(cls, "needs_score_map", False)]
 
 
 def get_estimator(name: str, **params: Any) -> Estimator:
@@ -45,7 +60,8 @@ def get_estimator(name: str, **params: Any) -> Estimator:
         cls = ESTIMATORS[name]
     except KeyError:
         raise ValueError(
-            f"Unknown estimator {name!r}; available: {', '.join(available_estimators())}."
+            f"Unknown estimator {name!r}; available: "
+            f"{', '.join(available_estimators(include_scores=True))}."
         ) from None
     try:
         return cls(**params)

@@ -8,9 +8,12 @@ Registered on the CLI's Typer app by ``flows/cli.py`` with
 
 The validation file needs logits and labels; the target file needs logits, and if it also holds
 labels the output adds the true accuracy and the absolute error of each estimate. Without
-``--method`` every registered estimator runs. User mistakes (a missing file, a malformed array, an
-unknown method, a class-count mismatch) print one line starting with ``error:`` on stderr and exit
-with code 2, without a traceback. This module does not import Prefect.
+``--method`` every registered estimator runs except the score estimators (``mano``,
+``nuclear-norm``), which run only when named: their row shows the score, and the accuracy as
+"–" unless ``--param mano.score_map=[SLOPE, INTERCEPT]`` maps it. User mistakes (a missing
+file, a malformed array, an unknown method, a class-count mismatch) print one line starting
+with ``error:`` on stderr and exit with code 2, without a traceback. This module does not import
+Prefect.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from estimators import available_estimators, get_estimator
+from estimators import available_estimators, get_estimator, score_estimators
 from estimators._validation import check_labels, check_logits
 from estimators.base import DEFAULT_LEVEL, check_level
 from flows.params import check_method_params, parse_param_options
@@ -86,8 +89,10 @@ def run_estimates(
         level = check_level(level, "alsa-bench estimate (--level)")
     except ValueError as exc:
         raise _UserError(str(exc)) from None
-    known = available_estimators()
-    chosen = list(dict.fromkeys(methods)) if methods else known
+    known = available_estimators(include_scores=True)
+    # score estimators (mano, nuclear-norm) run only when named: without a score map their
+    # accuracy is NaN, shown as "–" next to the score
+    chosen = list(dict.fromkeys(methods)) if methods else available_estimators()
     unknown = [m for m in chosen if m not in known]
     if unknown:
         raise _UserError(
@@ -99,8 +104,12 @@ def run_estimates(
             "--param gnnevaluator.*: GNNEvaluator needs the trained graph model and runs only in "
             "the benchmark (alsa-bench run --suite graph); it cannot score logit files."
         )
+    scores = set(score_estimators())
     try:
-        check_method_params(params, chosen)
+        check_method_params({m: v for m, v in params.items() if m not in scores}, chosen)
+        for method, values in params.items():
+            if method in scores:
+                _check_score_params(method, values, chosen)
     except ValueError as exc:
         raise _UserError(str(exc)) from None
     try:
@@ -146,11 +155,34 @@ def run_estimates(
         row = result.to_record()
         row["per_class"] = (None if result.per_class is None
                             else [None if np.isnan(v) else float(v) for v in result.per_class])
+        if "score" in result.diagnostics:
+            row["score"] = float(result.diagnostics["score"])
+        if not math.isfinite(row["accuracy"]):
+            row["accuracy"] = None  # a score without a map: no accuracy (JSON null, "–")
         if true_accuracy is not None:
             row["true_accuracy"] = true_accuracy
-            row["abs_error"] = abs(result.accuracy - true_accuracy)
+            row["abs_error"] = (None if row["accuracy"] is None
+                                else abs(result.accuracy - true_accuracy))
         rows.append(row)
     return rows, messages
+
+
+def _check_score_params(method: str, values: dict[str, Any], chosen: list[str]) -> None:
+    """``--param`` for a score estimator, which :func:`check_method_params` does not list."""
+    where = ", ".join(f"{method}.{k}" for k in values)
+    if method not in chosen:
+        raise ValueError(
+            f"--param {where}: {method!r} is not among the methods to run "
+            f"({', '.join(chosen)}); add --method {method} or drop the parameter."
+        )
+    try:
+        get_estimator(method, **values)._validate_params()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"--param {where}: {exc}") from None
+
+
+def _fmt_accuracy(value: Any) -> str:
+    return "–" if value is None or not math.isfinite(float(value)) else f"{float(value):.4f}"
 
 
 def _fmt_interval(interval: Any) -> str:
@@ -169,14 +201,19 @@ def _print_table(rows: list[dict[str, Any]], val: Path, target: Path) -> None:
     table.add_column("method")
     table.add_column("estimated accuracy", justify="right")
     table.add_column(f"{rows[0]['level']:.0%} interval", justify="right")
+    has_score = any("score" in row for row in rows)
+    if has_score:
+        table.add_column("score", justify="right")
     if has_truth:
         table.add_column("true accuracy", justify="right")
         table.add_column("abs error", justify="right")
     table.add_column("n_target", justify="right")
     for row in rows:
-        cells = [row["method"], f"{row['accuracy']:.4f}", _fmt_interval(row["interval"])]
+        cells = [row["method"], _fmt_accuracy(row["accuracy"]), _fmt_interval(row["interval"])]
+        if has_score:
+            cells.append("" if row.get("score") is None else f"{row['score']:.4f}")
         if has_truth:
-            cells += [f"{row['true_accuracy']:.4f}", f"{row['abs_error']:.4f}"]
+            cells += [f"{row['true_accuracy']:.4f}", _fmt_accuracy(row["abs_error"])]
         cells.append(str(row["n_target"]))
         table.add_row(*cells)
     console = Console(soft_wrap=True)
@@ -219,7 +256,9 @@ def estimate_command(
     method: Annotated[
         list[str] | None,
         typer.Option("--method", metavar="NAME",
-                     help="Estimator key; repeat for several. Default: every estimator."),
+                     help="Estimator key; repeat for several. Default: every estimator "
+                          "except the scores mano and nuclear-norm (named: score shown, "
+                          "accuracy - unless --param NAME.score_map=[a, b])."),
     ] = None,
     param: Annotated[
         list[str] | None,
@@ -268,7 +307,7 @@ def estimate_command(
     for message in messages:
         typer.echo(f"warning: {' '.join(message.split())}", err=True)
     if json_output:
-        keep = ("method", "accuracy", "interval", "level", "n_target", "true_accuracy",
+        keep = ("method", "accuracy", "score", "interval", "level", "n_target", "true_accuracy",
                 "abs_error", "per_class", "params", "diagnostics")
         typer.echo(json.dumps([{k: row[k] for k in keep if k in row} for row in rows], indent=2))
     else:

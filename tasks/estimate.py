@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from estimators import available_estimators, get_estimator
+from estimators import available_estimators, get_estimator, score_estimators
 from estimators.base import Estimator
 from storage.anchors import write_anchors
 from storage.db import connect
@@ -45,8 +45,13 @@ ANCHOR_ATTRIBUTES: tuple[str, str, str] = ("positions_", "peaks_", "variances_")
 
 
 def all_method_names() -> tuple[str, ...]:
-    """Every method the estimate stage can run: the estimator registry, then model-aware ones."""
-    return (*available_estimators(), *MODEL_AWARE_METHODS)
+    """Every method the estimate stage can run: the estimator registry, then model-aware ones.
+
+    Score estimators (``needs_score_map``: ``mano``, ``nuclear-norm``) are not among them: the
+    stage has no score-to-accuracy map to give them, so its default method list (and the
+    default benchmark output) is what it was before they were registered.
+    """
+    return (*available_estimators(include_scores=False), *MODEL_AWARE_METHODS)
 
 
 def _resolve_methods(
@@ -63,6 +68,13 @@ def _resolve_methods(
         raise ValueError(
             f"methods must name at least one estimator; got an empty list. "
             f"Available: {', '.join(all_method_names())}."
+        )
+    scores = [m for m in names if m in score_estimators()]
+    if scores:
+        raise ValueError(
+            f"{scores[0]!r} is a score estimator (its accuracy needs a score-to-accuracy map "
+            f"fitted on a labelled meta-set), which the estimate stage does not run; "
+            f"available: {', '.join(all_method_names())}."
         )
     unknown = [m for m in names if m not in all_method_names()]
     if unknown:

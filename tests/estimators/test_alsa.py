@@ -385,7 +385,11 @@ def test_initialisation_follows_the_paper(rng):
                                   space="raw"), z, y)
     # every initial position is a validation logit row, peak +6 iff that row is correct
     correct = z.argmax(1) == y
-    for a, p in zip(est.positions_, est.peaks_):
+    members = est.anchors_.members  # the cross-fitted ensemble: one anchor set per fold
+    assert len(members) == 3
+    positions = np.concatenate([m.positions for m in members])
+    peaks = np.concatenate([m.peaks for m in members])
+    for a, p in zip(positions, peaks):
         row = np.flatnonzero(np.all(np.isclose(z, a, rtol=1e-5, atol=1e-5), axis=1))
         assert row.size == 1
         assert p == (6.0 if correct[row[0]] else -6.0)
@@ -414,8 +418,10 @@ def test_estimator_contract_and_functional_api_agree(rng):
     zt, _ = make_logits(rng, margin=1.0)
     est = fit_quiet(get_estimator("alsa-g", **SMALL), z, y)
     assert isinstance(est, ALSAG) and isinstance(est, ALSA) and est.name == "alsa-g"
-    assert est.positions_.shape == (24, 6) and est.positions_.dtype == np.float32  # c + 1
-    assert est.peaks_.shape == (24,) and est.variances_.shape == (24,)
+    # n <= max_fit_rows: a cross-fitted ensemble of 3 members of 24 anchors, concatenated
+    assert est.positions_.shape == (72, 6) and est.positions_.dtype == np.float32  # c + 1
+    assert est.peaks_.shape == (72,) and est.variances_.shape == (72,)
+    assert [m.n_anchors for m in est.anchors_.members] == [24, 24, 24]
     res = est.estimate(zt)
     q = est.predict_proba_correct(zt)
     np.testing.assert_array_equal(res.per_sample, q)
@@ -494,7 +500,8 @@ def test_more_anchors_than_rows_is_capped_with_a_warning(rng):
     z, y = make_logits(rng, n=30)
     with pytest.warns(UserWarning, match="n_anchors=100"):
         est = fit_quiet(get_estimator("alsa-g", n_anchors=100, max_epochs=5, device="cpu"), z, y)
-    assert est.positions_.shape[0] == 30
+    # each of the 3 cross-fitted members trains on 20 of the 30 rows
+    assert [m.n_anchors for m in est.anchors_.members] == [20, 20, 20]
 
 
 def test_degenerate_validation_set_stays_finite(rng):
@@ -532,10 +539,11 @@ def test_auto_anchors_fit_small_validation_sets_without_warning(rng):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         est = fit_quiet(get_estimator("alsa-e", device="cpu"), z, y)
-    assert est.n_anchors == "auto" and est.positions_.shape[0] == 174 // 4
+    # 3 cross-fitted members, each trained on 116 of the 174 rows
+    assert est.n_anchors == "auto" and est.positions_.shape[0] == 3 * (116 // 4)
     big, yb = make_logits(rng, n=2000)
     assert fit_quiet(get_estimator("alsa-g", max_epochs=1, device="cpu"), big, yb
-                     ).positions_.shape[0] == 300
+                     ).positions_.shape[0] == 3 * 300
 
 
 @pytest.mark.parametrize("name", ["alsa-g", "alsa-e"])

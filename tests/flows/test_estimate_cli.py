@@ -231,3 +231,62 @@ def test_bad_level_is_one_error_line(files, level):
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:")
     assert "'level'" in lines[0] and "(0, 1)" in lines[0] and "got" in lines[0]
+
+
+# ----------------------------------------------------------------- score estimators (issue 12)
+def test_score_estimators_do_not_run_by_default(files):
+    result = invoke("--val", files["val"], "--target", files["target"], "--json")
+    assert result.exit_code == 0, result.output
+    methods = [row["method"] for row in json.loads(result.stdout)]
+    assert methods == available_estimators()
+    assert "mano" not in methods and "nuclear-norm" not in methods
+
+
+def test_named_score_estimator_shows_the_score_and_no_accuracy(files):
+    from estimators.mano import mano_score
+    from estimators.nuclear_norm import nuclear_norm_score
+
+    target = np.load(files["target"])["logits"]
+    result = invoke("--val", files["val"], "--target", files["target_labelled"],
+                    "--method", "mano", "--method", "nuclear-norm", "--method", "ac", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {row["method"]: row for row in json.loads(result.stdout)}
+    assert rows["mano"]["accuracy"] is None and rows["mano"]["abs_error"] is None
+    assert rows["mano"]["score"] == pytest.approx(mano_score(target), abs=1e-12)
+    assert rows["nuclear-norm"]["score"] == pytest.approx(nuclear_norm_score(target), abs=1e-12)
+    assert rows["mano"]["interval"] == [None, None]
+    assert rows["ac"]["accuracy"] is not None and "score" not in rows["ac"]
+    table = invoke("--val", files["val"], "--target", files["target_labelled"],
+                   "--method", "mano", "--method", "ac")
+    assert table.exit_code == 0, table.output
+    mano_line = next(line for line in table.stdout.splitlines() if "mano" in line)
+    assert "–" in mano_line and f"{mano_score(target):.4f}" in mano_line
+    assert "score" in table.stdout
+
+
+def test_score_map_param_gives_the_mapped_accuracy(files):
+    from estimators.nuclear_norm import nuclear_norm_score
+
+    target = np.load(files["target"])["logits"]
+    result = invoke("--val", files["val"], "--target", files["target"], "--method",
+                    "nuclear-norm", "--param", "nuclear-norm.score_map=[0.5, 0.2]", "--json")
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)
+    assert row["accuracy"] == pytest.approx(0.5 * nuclear_norm_score(target) + 0.2, abs=1e-12)
+
+
+@pytest.mark.parametrize("param, expected", [
+    ("mano.score_map=[1, 2, 3]", "score_map"),
+    ("mano.form=\"nope\"", "form"),
+])
+def test_bad_score_param_is_one_error_line(files, param, expected):
+    result = invoke("--val", files["val"], "--target", files["target"], "--method", "mano",
+                    "--param", param)
+    assert result.exit_code == 2
+    assert "error:" in result.output and expected in result.output
+
+
+def test_score_param_without_the_method_is_refused(files):
+    result = invoke("--val", files["val"], "--target", files["target"],
+                    "--param", "mano.delta=3")
+    assert result.exit_code == 2 and "not among the methods" in result.output
