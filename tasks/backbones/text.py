@@ -126,12 +126,16 @@ class BagFeatures(TextFeatures):
         )
 
 
-class TextClassifier(nn.Module):
-    """A classifier of texts: ``featurize`` (no gradients) then ``forward`` (trained)."""
+class TextClassifier(nn.Module, ABC):
+    """A classifier of texts: ``featurize`` (no gradients) then ``forward`` (trained).
 
+    Every text backbone implements both; the class is abstract, so a backbone without
+    ``featurize`` cannot be built.
+    """
+
+    @abstractmethod
     def featurize(self, texts: np.ndarray, device: torch.device) -> TextFeatures:
         """The features of ``texts`` (a checked object array of ``str``)."""
-        raise NotImplementedError
 
 
 class BagOfWordsLinear(TextClassifier):

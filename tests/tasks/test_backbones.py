@@ -134,3 +134,14 @@ def test_bad_sizes_are_rejected():
         get_backbone("gcn", 10, input_shape=(1, 28, 28))
     # the MLP also takes flat feature vectors (e.g. sentence embeddings)
     assert get_backbone("mlp", 4, input_shape=(384,))(torch.rand(2, 384)).shape == (2, 4)
+
+
+def test_a_text_backbone_must_say_how_it_featurizes():
+    from tasks.backbones.text import TextClassifier
+
+    class NoFeatures(TextClassifier):
+        def forward(self, x):  # pragma: no cover - never built
+            return x
+
+    with pytest.raises(TypeError, match="abstract method 'featurize'|featurize"):
+        NoFeatures()
