@@ -34,6 +34,7 @@ time. Both are written atomically.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -258,6 +259,8 @@ def train_classifier(
         _check_int(max_train_samples, "max_train_samples", 1)
     data_spec = get_dataset_spec(dataset.name)
     net_spec = check_backbone(backbone, data_spec.modality, data_spec.name)
+    if backbone in data_spec.recipes:  # the dataset's own recipe for this backbone (paper App. H)
+        net_spec = dataclasses.replace(net_spec, **dict(data_spec.recipes[backbone]))
     adapter = get_adapter(data_spec.modality)
     n_epochs = epochs if epochs is not None else net_spec.epochs
     dev = resolve_device(device)

@@ -183,7 +183,7 @@ def dataset_roots(stage: str, dataset: str) -> tuple[str, ...]:
     if stage == "extract":
         from tasks.shifts import family_implementation
 
-        out += [family_implementation(f, spec.modality).module for f in spec.target_families]
+        out += [family_implementation(f, spec.modality, spec.name).module for f in spec.target_families]
     return tuple(dict.fromkeys(m for m in out if m))
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,9 @@ class TargetPool:
         Sub-populations seen in training; empty when ``subgroups`` is None.
     novel_subgroups : tuple of int
         Sub-populations never seen in training; empty when ``subgroups`` is None.
+    extras : mapping of str to object
+        Further target data that a dataset's own shift families read lazily (CIFAR-10-C's
+        corruption arrays as read-only memory maps, keyed by file stem); empty by default.
     """
 
     samples: Any = field(repr=False)
@@ -95,6 +99,7 @@ class TargetPool:
     subgroups: np.ndarray | None = field(default=None, repr=False)
     source_subgroups: tuple[int, ...] = ()
     novel_subgroups: tuple[int, ...] = ()
+    extras: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def in_distribution_indices(self) -> np.ndarray:
         """Indices of the samples drawn from the training distribution's populations.
@@ -108,6 +113,36 @@ class TargetPool:
         if self.subgroups is None:
             return np.arange(self.labels.shape[0], dtype=np.int64)
         return np.flatnonzero(np.isin(self.subgroups, self.source_subgroups)).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file an online dataset downloads once with ``alsa-bench fetch`` (:mod:`tasks.fetch`).
+
+    Attributes
+    ----------
+    url : str
+        Where the official release serves it (``http://``, ``https://`` or ``file://``).
+    filename : str
+        Name of the downloaded file inside the dataset's download folder.
+    sha256 : str
+        Pinned SHA-256 (lower-case hex) of the file; verified before anything uses it.
+    size : int or None, default None
+        Size in bytes when published (progress, and a truncated transfer is recognised early).
+    extract : bool, default True
+        Whether the file is an archive (``.tar``, ``.tar.gz``, ``.tgz``, ``.zip``) to unpack;
+        False keeps it as it is (a ``.npy`` file, pretrained weights).
+    dest : str, default ""
+        Sub-folder of the dataset's data folder that receives the file or the archive's
+        members ("" is the data folder itself).
+    """
+
+    url: str
+    filename: str
+    sha256: str
+    size: int | None = None
+    extract: bool = True
+    dest: str = ""
 
 
 @dataclass(frozen=True)
@@ -154,6 +189,21 @@ class DatasetSpec:
         The backbones that apply to the dataset, when not every backbone of its modality does
         (``distilbert`` needs weights that only the online text suite fetches; ``minilm-ft``
         fits the CPU budget on the review snippets only). None means every one.
+    sources : tuple of RemoteFile, default ()
+        What ``alsa-bench fetch <name>`` downloads (online datasets).
+    recipes : mapping of str to mapping, default {}
+        Per-backbone overrides of the backbone's :class:`~tasks.backbones.BackboneSpec` recipe
+        on this dataset (the paper trains ResNet18 with SGD on CIFAR and with Adam on
+        Waterbirds): ``{"resnet18": {"optimizer": "sgd-cosine", "lr": 0.1}}``.
+    natural_targets : tuple of (str, str, int), default ()
+        The dataset's natural target test sets, one split each of the ``natural`` family
+        (:mod:`tasks.shifts.natural`): ``(split name, shift name, pool sub-population)``, e.g.
+        ``("cifar10.1", "cifar10.1-v6", 1)``; the target pool marks every sample of that set
+        with that sub-population id.
+    own_families : tuple of ShiftFamily, default ()
+        Shift-family implementations that only this dataset uses (CIFAR-10-C read from its
+        ``.npy`` files); they take precedence over the registry's implementation of the same
+        family for the dataset's modality (:func:`tasks.shifts.family_implementation`).
     """
 
     name: str
@@ -174,6 +224,12 @@ class DatasetSpec:
     online: bool = False
     paper_row: str = ""
     backbones: tuple[str, ...] | None = None
+    sources: tuple[RemoteFile, ...] = ()
+    recipes: Mapping[str, Mapping[str, Any]] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False, repr=False
+    )
+    natural_targets: tuple[tuple[str, str, int], ...] = ()
+    own_families: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
     def applies(self, backbone: str) -> bool:
         """Whether ``backbone`` is one of the dataset's backbones (see :attr:`backbones`)."""

@@ -108,14 +108,22 @@ SHIFT_FAMILIES: Final[tuple[str, ...]] = tuple(
 )
 
 
-def family_implementation(family: str, modality: str) -> ShiftFamily:
-    """The implementation of ``family`` for ``modality``.
+def family_implementation(family: str, modality: str, dataset: str | None = None) -> ShiftFamily:
+    """The implementation of ``family`` for ``modality`` (and for ``dataset`` when given).
+
+    A dataset may bring its own implementation of a family
+    (:attr:`~tasks.datasets.DatasetSpec.own_families`: CIFAR-10-C read from its files instead of
+    corruptions computed here); when ``dataset`` is given, that one wins.
 
     Raises
     ------
     ValueError
         If the family is unknown or has no implementation for the modality.
     """
+    if dataset is not None:
+        for own in get_dataset_spec(dataset).own_families:
+            if own.name == family and modality in own.modalities:
+                return own
     if family not in SHIFT_FAMILIES:
         raise ValueError(
             f"shift family must be one of {', '.join(SHIFT_FAMILIES)}; got {family!r}."
@@ -159,7 +167,7 @@ def target_splits(dataset: str) -> tuple[TargetSplitSpec, ...]:
     out: list[TargetSplitSpec] = []
     for family in SHIFT_FAMILIES:
         if family in spec.target_families:
-            out.extend(family_implementation(family, spec.modality).splits())
+            out.extend(family_implementation(family, spec.modality, dataset).splits_of(dataset))
     return tuple(out)
 
 
@@ -210,5 +218,5 @@ def generate_split(
         pool without sub-populations, a temporal split of images).
     """
     modality = get_dataset_spec(dataset).modality
-    family = family_implementation(split.shift_family, modality)
+    family = family_implementation(split.shift_family, modality, dataset)
     return family.generate(dataset, split, pool, split_rng(dataset, split.name))

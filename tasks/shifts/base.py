@@ -82,13 +82,22 @@ class ShiftFamily:
     generate : callable
         ``generate(dataset, split, pool, rng) -> (samples, labels)``: make one split from the
         dataset's target pool with the split's seeded generator.
+    per_dataset : bool, default False
+        True when the splits depend on the dataset: ``splits`` is then called as
+        ``splits(dataset)`` (the ``natural`` family lists each dataset's own test sets).
     """
 
     name: str
     order: int
     modalities: tuple[str, ...]
-    splits: Callable[[], list[TargetSplitSpec]]
+    splits: Callable[..., list[TargetSplitSpec]]
     generate: Callable[[str, TargetSplitSpec, TargetPool, np.random.Generator], tuple[Any, np.ndarray]]
+    per_dataset: bool = False
+
+    def splits_of(self, dataset: str) -> list[TargetSplitSpec]:
+        """The family's splits for ``dataset`` (the same for every dataset unless
+        :attr:`per_dataset`)."""
+        return list(self.splits(dataset) if self.per_dataset else self.splits())
 
     @property
     def module(self) -> str:

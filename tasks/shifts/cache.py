@@ -52,7 +52,7 @@ def _version_files(dataset: str) -> tuple[Path, ...]:
 
     spec = get_dataset_spec(dataset)
     roots = ["tasks.shifts.base", spec.module]
-    roots += [family_implementation(f, spec.modality).module for f in spec.target_families]
+    roots += [family_implementation(f, spec.modality, dataset).module for f in spec.target_families]
     return tuple(module_closure(tuple(dict.fromkeys(r for r in roots if r))))
 
 
