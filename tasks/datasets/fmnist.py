@@ -61,6 +61,7 @@ from typing import Final
 import numpy as np
 from torchvision.datasets import FashionMNIST
 
+from ._errors import ChecksumError, DatasetUnavailableError
 from ._files import atomic_target
 from .base import DatasetSpec, SourceSplits, TargetPool, draw_source_split, imbalanced_counts
 
@@ -133,14 +134,6 @@ PIXEL_STD: Final[float] = 0.3530
 INPUT_SHAPE: Final[tuple[int, int, int]] = (1, 28, 28)
 
 _CHUNK = 1 << 20
-
-
-class DatasetUnavailableError(FileNotFoundError):
-    """The dataset's files are neither staged, nor in a source folder, nor downloadable."""
-
-
-class ChecksumError(ValueError):
-    """A dataset file's checksum differs from the published one."""
 
 
 def raw_folder(root: Path | str) -> Path:

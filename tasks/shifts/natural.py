@@ -21,7 +21,7 @@ from tasks.datasets import get_dataset_spec
 from tasks.datasets.base import TargetPool
 from tasks.shifts.base import ShiftFamily, TargetSplitSpec
 
-__all__ = ["FAMILIES"]
+__all__ = ["FAMILIES", "test_set_family"]
 
 
 def _splits(dataset: str) -> list[TargetSplitSpec]:
@@ -54,6 +54,42 @@ def _generate(
             f"of dataset {dataset!r} has none (it has sub-populations {present})."
         )
     return np.asarray(pool.samples)[idx], np.asarray(pool.labels)[idx]
+
+
+def test_set_family(
+    family: str, order: int, targets: tuple[tuple[str, str, int], ...]
+) -> ShiftFamily:
+    """A dataset's own implementation of ``family`` whose splits are released test sets.
+
+    For :attr:`~tasks.datasets.DatasetSpec.own_families`: the paper files MNIST-M under
+    ``synthetic`` and Office-31's DSLR/Webcam under ``domain``, yet both are test sets read from
+    disk like a natural shift, not images corrupted here.
+
+    Parameters
+    ----------
+    family : str
+        Family name (one of :data:`tasks.shifts.SHIFT_FAMILIES`).
+    order : int
+        Report position of the family (the registry's order for that name).
+    targets : tuple of (str, str, int)
+        ``(split name, shift name, pool sub-population)`` of every split.
+
+    Returns
+    -------
+    ShiftFamily
+        An image family whose split ``name`` is every pool sample of its sub-population.
+    """
+    if not targets:
+        raise ValueError(f"targets must list at least one (split, shift, subgroup); got {targets!r}.")
+    fixed = tuple((str(n), str(s), int(g)) for n, s, g in targets)
+
+    def splits() -> list[TargetSplitSpec]:
+        return [
+            TargetSplitSpec(name, family, shift, None, (("subgroup", float(group)),))
+            for name, shift, group in fixed
+        ]
+
+    return ShiftFamily(family, order, ("image",), splits, _generate)
 
 
 #: One split per natural test set of the dataset (image datasets).
