@@ -125,8 +125,12 @@ class RemoteFile:
         Where the official release serves it (``http://``, ``https://`` or ``file://``).
     filename : str
         Name of the downloaded file inside the dataset's download folder.
-    sha256 : str
+    sha256 : str, default ""
         Pinned SHA-256 (lower-case hex) of the file; verified before anything uses it.
+    md5 : str, default ""
+        Pinned MD5 when that is what the release publishes (torchvision's resource lists, the
+        CIFAR-C Zenodo records); at least one of ``sha256`` and ``md5`` is required, and every
+        one given is verified.
     size : int or None, default None
         Size in bytes when published (progress, and a truncated transfer is recognised early).
     extract : bool, default True
@@ -139,10 +143,27 @@ class RemoteFile:
 
     url: str
     filename: str
-    sha256: str
+    sha256: str = ""
+    md5: str = ""
     size: int | None = None
     extract: bool = True
     dest: str = ""
+
+    def __post_init__(self) -> None:
+        for name, value, length in (("sha256", self.sha256, 64), ("md5", self.md5, 32)):
+            if value and (len(value) != length or any(c not in "0123456789abcdef" for c in value)):
+                raise ValueError(
+                    f"{name} of {self.filename!r} must be {length} lower-case hex digits; "
+                    f"got {value!r}."
+                )
+        if not (self.sha256 or self.md5):
+            raise ValueError(
+                f"RemoteFile {self.filename!r} needs a pinned sha256 or md5; got neither."
+            )
+        if "/" in self.filename or "\\" in self.filename or self.filename in ("", ".", ".."):
+            raise ValueError(
+                f"filename must be a plain file name; got {self.filename!r}."
+            )
 
 
 @dataclass(frozen=True)
