@@ -447,6 +447,9 @@ def run_stage(
     RuntimeError
         If the output is still missing right after a fresh run.
     """
+    from tasks.faults import kill_point
+
+    kill_point(stage)
     start = time.perf_counter()
     runner = stage_task.with_options(refresh_cache=True) if stage in refresh else stage_task
     state = runner(*args, return_state=True, **kwargs)
@@ -464,6 +467,7 @@ def run_stage(
         stage=stage, key=key, state=str(state.name), seconds=time.perf_counter() - start,
         healed=healed,
     )
+    kill_point(stage, "end")
     return result, outcome
 
 
