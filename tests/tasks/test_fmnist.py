@@ -224,3 +224,11 @@ def test_unknown_dataset_lists_names():
     for name in available_datasets():
         assert name in str(info.value)
     assert "'cifar'" in str(info.value)
+
+
+def test_archive_md5_copy_matches_torchvision():
+    from torchvision.datasets import FashionMNIST
+
+    from tasks.datasets.fmnist import ARCHIVE_MD5
+
+    assert ARCHIVE_MD5 == dict(FashionMNIST.resources)
