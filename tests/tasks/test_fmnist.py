@@ -154,7 +154,7 @@ def test_no_source_and_failed_download(tmp_path, monkeypatch):
     def offline(*args, **kwargs):
         raise RuntimeError("Error downloading train-images-idx3-ubyte.gz: no network")
 
-    monkeypatch.setattr(fmnist, "FashionMNIST", offline)
+    monkeypatch.setattr("torchvision.datasets.FashionMNIST", offline)
     with pytest.raises(DatasetUnavailableError) as info:
         fmnist.stage_fashion_mnist(tmp_path / "root")
     message = str(info.value)
