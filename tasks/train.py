@@ -8,6 +8,16 @@ graphs; the recipe's numbers come from the backbone's :class:`~tasks.backbones.B
 Torch uses :func:`default_threads` threads (``min(2, cpus)``, capped by ``$OMP_NUM_THREADS``;
 restored afterwards).
 
+Pretrained backbones
+--------------------
+A backbone whose :class:`~tasks.backbones.BackboneSpec` says ``pretrained`` (torchvision's
+ImageNet classifiers, :mod:`tasks.backbones.pretrained`) is built with its published weights
+and not trained: no optimizer, no epoch (``epochs`` and ``epochs_run`` are 0, ``n_train`` 0,
+``max_train_samples`` None in the checkpoint). An ``epochs`` or ``max_train_samples`` passed
+for it (``alsa-bench run --epochs 1`` over every suite) is ignored with a log line, so the
+checkpoint stays the same bytes. Validation accuracy is measured and the checkpoint written
+exactly as for a trained model, so extraction and estimation do not tell them apart.
+
 Reproducibility
 ---------------
 ``torch.manual_seed(seed)`` fixes the initialisation (and dropout); the adapter seeds the batch
@@ -55,6 +65,7 @@ from tasks.backbones import check_backbone, get_backbone
 from tasks.datasets import get_dataset_spec
 from tasks.datasets._files import atomic_target, file_digest
 from tasks.modalities import get_adapter
+from tasks.modalities.base import FitReport
 from tasks.modalities.image import predict_logits
 from tasks.refs import CheckpointRef, DatasetRef
 
@@ -261,8 +272,16 @@ def train_classifier(
     net_spec = check_backbone(backbone, data_spec.modality, data_spec.name)
     if backbone in data_spec.recipes:  # the dataset's own recipe for this backbone (paper App. H)
         net_spec = dataclasses.replace(net_spec, **dict(data_spec.recipes[backbone]))
+    data_spec = data_spec.for_backbone(net_spec.name)  # the backbone's own input transform
     adapter = get_adapter(data_spec.modality)
-    n_epochs = epochs if epochs is not None else net_spec.epochs
+    pretrained = net_spec.pretrained
+    if pretrained and (epochs is not None or max_train_samples is not None):
+        logger.info(
+            "backbone %r is pretrained (published weights, not trained): epochs=%r and "
+            "max_train_samples=%r are ignored", net_spec.name, epochs, max_train_samples,
+        )
+        max_train_samples = None
+    n_epochs = 0 if pretrained else epochs if epochs is not None else net_spec.epochs
     dev = resolve_device(device)
     key = run_key(data_spec.name, net_spec.name, seed)
     folder = Path(checkpoint_dir) if checkpoint_dir is not None else default_checkpoint_dir()
@@ -270,20 +289,26 @@ def train_classifier(
     with limited_threads() as threads:
         t0 = time.perf_counter()
         source = data_spec.load_source(Path(dataset.root))
-        keep = _subsample(adapter.size(source.train_x), max_train_samples, seed)
-        train_x = adapter.take(source.train_x, keep)
-        train_y = np.asarray(source.train_y)[keep]
-
         torch.manual_seed(seed)
         model = get_backbone(net_spec.name, data_spec.n_classes, data_spec.input_shape)
-        report = adapter.fit(
-            model, net_spec, data_spec, (train_x, train_y), (source.val_x, source.val_y),
-            epochs=n_epochs, seed=seed, device=dev, progress=progress, key=key,
-        )
-        last_loss = report.final_train_loss
+        if pretrained:
+            keep = np.arange(0, dtype=np.int64)
+            report = FitReport(final_train_loss=float("nan"), epochs_run=0)
+            model.to(dev)
+        else:
+            keep = _subsample(adapter.size(source.train_x), max_train_samples, seed)
+            train_x = adapter.take(source.train_x, keep)
+            train_y = np.asarray(source.train_y)[keep]
+            report = adapter.fit(
+                model, net_spec, data_spec, (train_x, train_y), (source.val_x, source.val_y),
+                epochs=n_epochs, seed=seed, device=dev, progress=progress, key=key,
+            )
+        last_loss = None if pretrained else report.final_train_loss
         train_seconds = time.perf_counter() - t0
 
-        val_logits = adapter.predict(model, data_spec, source.val_x, dev, _EVAL_BATCH)
+        # 224-pixel ImageNet batches of 2,048 would take gigabytes: the recipe's batch size
+        eval_batch = net_spec.batch_size if pretrained else _EVAL_BATCH
+        val_logits = adapter.predict(model, data_spec, source.val_x, dev, eval_batch)
         val_accuracy = float(np.mean(val_logits.argmax(axis=1) == source.val_y))
 
     state = {k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}

@@ -40,6 +40,12 @@ class BackboneSpec:
     patience : int or None
         Stop when validation accuracy has not improved for this many epochs and keep the best
         epoch's weights (the paper's graph recipe: 20); None trains every epoch.
+    pretrained : bool, default False
+        True when ``build`` returns a classifier with its published weights already loaded
+        (torchvision's ImageNet models, :mod:`tasks.backbones.pretrained`): the train stage
+        runs no optimizer and no epoch (paper App. H: "three pretrained models provided by
+        PyTorch were directly utilized"), only measures validation accuracy and writes the
+        checkpoint; the recipe fields above are then not used.
     """
 
     name: str
@@ -52,6 +58,7 @@ class BackboneSpec:
     weight_decay: float = 5e-4
     optimizer: str = "adamw-onecycle"
     patience: int | None = None
+    pretrained: bool = False
 
     def accepts(self, modality: str) -> bool:
         """Whether the architecture takes inputs of ``modality``."""

@@ -27,7 +27,7 @@ in-distribution sample of the same (imbalanced) source distribution.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from pathlib import Path
 from typing import Any
@@ -221,6 +221,10 @@ class DatasetSpec:
         (:mod:`tasks.shifts.natural`): ``(split name, shift name, pool sub-population)``, e.g.
         ``("cifar10.1", "cifar10.1-v6", 1)``; the target pool marks every sample of that set
         with that sub-population id.
+    backbone_inputs : mapping of str to callable, default {}
+        Per-backbone replacements of ``to_inputs`` (EfficientNet-B0's published weights expect
+        a bicubic resize where AlexNet's expect a bilinear one); :meth:`for_backbone` applies
+        them.
     own_families : tuple of ShiftFamily, default ()
         Shift-family implementations that only this dataset uses (CIFAR-10-C read from its
         ``.npy`` files); they take precedence over the registry's implementation of the same
@@ -251,6 +255,15 @@ class DatasetSpec:
     )
     natural_targets: tuple[tuple[str, str, int], ...] = ()
     own_families: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    backbone_inputs: Mapping[str, Callable[[np.ndarray], np.ndarray]] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False, repr=False
+    )
+
+    def for_backbone(self, backbone: str) -> DatasetSpec:
+        """The spec as ``backbone`` sees it: ``to_inputs`` replaced when
+        :attr:`backbone_inputs` names one for it, else the spec itself."""
+        fn = self.backbone_inputs.get(backbone)
+        return self if fn is None else replace(self, to_inputs=fn)
 
     def applies(self, backbone: str) -> bool:
         """Whether ``backbone`` is one of the dataset's backbones (see :attr:`backbones`)."""

@@ -504,6 +504,9 @@ def load_target_pool_binary(root: Path | str) -> TargetPool:
 #: Registry position of this module's datasets (lower first).
 ORDER: Final[int] = 0
 
+#: The backbones of the Fashion-MNIST suite (the CIFAR/ImageNet-sized ones need larger images).
+FMNIST_BACKBONES: Final[tuple[str, ...]] = ("mlp", "lenet", "resnet")
+
 #: The Fashion-MNIST datasets (registry entries; :mod:`tasks.datasets` collects them).
 SPECS: Final[tuple[DatasetSpec, ...]] = (
     DatasetSpec(
@@ -523,6 +526,7 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
         load_source=load_source_fmnist,
         load_target_pool=load_target_pool_fmnist,
         to_inputs=images_to_inputs,
+        backbones=FMNIST_BACKBONES,
         paper_row="MNIST-M (synthetic), as an offline stand-in",
     ),
     DatasetSpec(
@@ -542,6 +546,7 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
         load_source=load_source_coarse,
         load_target_pool=load_target_pool_coarse,
         to_inputs=images_to_inputs,
+        backbones=FMNIST_BACKBONES,
         paper_row="sub-population shift (BREEDS style), as an offline stand-in",
     ),
     DatasetSpec(
@@ -561,5 +566,6 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
         load_source=load_source_binary,
         load_target_pool=load_target_pool_binary,
         to_inputs=images_to_inputs,
+        backbones=FMNIST_BACKBONES,
     ),
 )

@@ -40,7 +40,6 @@ from typing import Any, Final
 
 import numpy as np
 
-from tasks.datasets import get_dataset_spec
 from tasks.datasets.base import TargetPool
 
 from .base import SHIFT_SEED, ShiftFamily, TargetSplitSpec, split_rng
@@ -61,6 +60,14 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def get_dataset_spec(name: str) -> Any:
+    """:func:`tasks.datasets.get_dataset_spec`, imported at call time: dataset modules build
+    their own families from this package while the dataset registry is being collected."""
+    from tasks.datasets import get_dataset_spec as lookup
+
+    return lookup(name)
+
 
 __all__ = [
     "BASE_SUBSET_SIZE",

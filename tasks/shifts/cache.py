@@ -29,7 +29,6 @@ import shutil
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 

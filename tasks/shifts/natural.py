@@ -13,13 +13,20 @@ shift.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
-from tasks.datasets import get_dataset_spec
 from tasks.datasets.base import TargetPool
 from tasks.shifts.base import ShiftFamily, TargetSplitSpec
+
+def get_dataset_spec(name: str) -> Any:
+    """:func:`tasks.datasets.get_dataset_spec`, imported at call time: dataset modules build
+    their own families from this package while the dataset registry is being collected."""
+    from tasks.datasets import get_dataset_spec as lookup
+
+    return lookup(name)
+
 
 __all__ = ["FAMILIES", "test_set_family"]
 
