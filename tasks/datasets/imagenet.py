@@ -708,5 +708,6 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
         backbones=tuple(WEIGHTS),
         sources=SOURCES,
         natural_targets=tuple((split, shift, group) for split, shift, group, *_ in V2_SETS),
+        backbone_inputs=BACKBONE_INPUTS,
     ),
 )

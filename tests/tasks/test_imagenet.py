@@ -396,3 +396,14 @@ def test_train_classifier_on_a_pretrained_backbone_does_not_train(
     }
     assert stored["val"].true_accuracy == pytest.approx(expected)
     assert stored["imagenetv2-mf"].shift_family == "natural"
+
+
+def test_each_backbone_sees_its_own_transform():
+    from tasks.datasets import get_dataset_spec
+
+    spec = get_dataset_spec("imagenet")
+    assert spec.for_backbone("efficientnet_b0").to_inputs is imagenet.BACKBONE_INPUTS[
+        "efficientnet_b0"]
+    assert spec.for_backbone("alexnet") is spec  # bilinear: the dataset's own transform
+    fm = get_dataset_spec("fmnist")
+    assert fm.for_backbone("lenet") is fm
