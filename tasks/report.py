@@ -809,6 +809,29 @@ def render_markdown(
             _markdown_table(tables["per_class_table"]),
             "",
         ]
+    if "score_mae_table" in tables:
+        lines += [
+            "## Score methods through a meta-set map (MaNo, nuclear norm)",
+            "",
+            "MaNo and the nuclear norm give a score, not an accuracy. As in their papers (Deng & "
+            "Zheng 2021), a least-squares line from score to accuracy is fitted on a labelled "
+            "meta-set: here the run's own corruption family (`synthetic`). Splits of other "
+            "families are scored with the line fitted on every corruption split; a corruption "
+            "split with the line fitted on the *other* corruption types (leave one type out). "
+            "Runs without a corruption family (graphs, `sotu-party`) have no meta-set and are "
+            "left out. These numbers use labelled shifted data that the other methods never "
+            "see, so they are not ranked with them. MAE (percentage points), mean ± std over "
+            "seeds:",
+            "",
+            _markdown_table(tables["score_mae_table"]),
+            "",
+            "Per backbone, over every mapped split and seed: R² against y = x and Pearson ρ of "
+            "mapped vs true accuracy, and the Spearman ρ of the raw score vs true accuracy "
+            "(how well the score alone orders the shifts):",
+            "",
+            _markdown_table(tables["score_correlation_table"]),
+            "",
+        ]
     if images:
         lines += ["## Figures", ""]
         for caption, target in images:
@@ -1250,7 +1273,18 @@ def write_report(
     with connect(db, read_only=True) as con:
         df = read_report_rows(con)
         df = _select(df, run_keys=run_keys, methods=methods)
+        scores = _score_methods(df)
+        if scores:  # score methods have no accuracy of their own: a section of their own
+            score_rows = _score_tables(con, scores, df["run_key"].unique().tolist())
+            df = df[~df["method"].isin(scores)]
+            if df.empty:
+                raise ValueError(
+                    f"methods must include a method that estimates accuracy; got only the score "
+                    f"methods {scores}, which the report maps in a section of their own."
+                )
         tables = build_report_tables(df)
+        if scores:
+            tables.update(score_rows)
         per_class = per_class_mae(con, tables["rows"])
         if not per_class.empty:
             tables["per_class_mae"] = per_class
@@ -1278,6 +1312,9 @@ def write_report(
         tables["coverage_table"].to_csv(folder / "coverage_table.csv")
     if "per_class_mae" in tables:
         tables["per_class_mae"].to_csv(folder / "per_class_mae.csv", index=False)
+    if "score_mapped" in tables:
+        tables["score_mapped"].to_csv(folder / "score_mapped.csv", index=False)
+        tables["score_correlation"].to_csv(folder / "score_correlation.csv", index=False)
     (folder / "mae.txt").write_text(format_mae_text(tables) + "\n", encoding="utf-8")
 
     pngs: list[tuple[str, str, bytes]] = []
@@ -1319,6 +1356,42 @@ def read_fingerprint(folder: str | Path) -> str | None:
     """The fingerprint :func:`write_report` left in a report folder, or None."""
     marker = Path(folder) / FINGERPRINT_FILE
     return marker.read_text(encoding="utf-8").strip() if marker.is_file() else None
+
+
+def _score_methods(df: pd.DataFrame) -> list[str]:
+    """The score methods (``needs_score_map``: MaNo, nuclear norm) among the rows' methods."""
+    from estimators import score_estimators
+
+    present = set(df["method"].astype(str))
+    return [m for m in score_estimators() if m in present]
+
+
+def _score_tables(con: Any, methods: Sequence[str], run_keys: Sequence[str]) -> dict[str, Any]:
+    """The score methods' section: mapped accuracies, their MAE and correlations
+    (:mod:`tasks.score_protocol`)."""
+    from tasks.score_protocol import map_scores, read_score_rows, score_correlations
+
+    mapped = map_scores(read_score_rows(con, methods, run_keys))
+    ok = mapped.dropna(subset=["estimated_accuracy"])
+    if ok.empty:
+        return {}
+    per_seed = (ok.groupby(["dataset", "shift_family", "backbone", "method", "seed"])["abs_error"]
+                .mean().mul(100).reset_index())
+    agg = (per_seed.groupby(["dataset", "shift_family", "backbone", "method"])["abs_error"]
+           .agg(["mean", "std"]).reset_index())
+    agg["cell"] = [_fmt_mae(m, sd, False)
+                   for m, sd in zip(agg["mean"], agg["std"], strict=True)]
+    mae_table = agg.pivot_table(index=["dataset", "shift_family", "backbone"], columns="method",
+                                values="cell", aggfunc="first")
+    corr = score_correlations(mapped)
+    corr = corr[corr["n_splits"] > 0]
+    corr_table = corr.assign(
+        cell=[f"R² {r2:.3f} · ρ {rho:.3f} · score ρ {sp:.3f}" for r2, rho, sp in
+              zip(corr["r2"], corr["pearson"], corr["spearman_score"], strict=True)]
+    ).pivot_table(index=["dataset", "backbone"], columns="method", values="cell",
+                  aggfunc="first")
+    return {"score_mapped": mapped, "score_correlation": corr, "score_mae_table": mae_table,
+            "score_correlation_table": corr_table}
 
 
 def _select(
