@@ -27,11 +27,11 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from estimators import available_estimators, get_estimator, score_estimators
-from estimators._validation import check_labels, check_logits
-from estimators.base import DEFAULT_LEVEL, check_level
 from flows.params import check_method_params, parse_param_options
-from storage.logit_files import load_logit_file
+
+#: Default interval level (:data:`estimators.base.DEFAULT_LEVEL`, copied so that building the
+#: command line does not import the estimators, and with them torch; a test checks the copy).
+DEFAULT_LEVEL = 0.9
 
 __all__ = ["EXIT_USER_ERROR", "estimate_command", "run_estimates"]
 
@@ -85,6 +85,11 @@ def run_estimates(
     _UserError
         For unknown methods, unreadable files and inputs the estimators reject.
     """
+    from estimators import available_estimators, get_estimator, score_estimators
+    from estimators._validation import check_labels, check_logits
+    from estimators.base import check_level
+    from storage.logit_files import load_logit_file
+
     try:
         level = check_level(level, "alsa-bench estimate (--level)")
     except ValueError as exc:
@@ -175,6 +180,8 @@ def _check_score_params(method: str, values: dict[str, Any], chosen: list[str]) 
             f"--param {where}: {method!r} is not among the methods to run "
             f"({', '.join(chosen)}); add --method {method} or drop the parameter."
         )
+    from estimators import get_estimator
+
     try:
         get_estimator(method, **values)._validate_params()
     except (TypeError, ValueError) as exc:

@@ -6,24 +6,33 @@ entry in its modality's module and touches no other file (and so no other datase
 Every entry declares the modalities it accepts; :func:`check_backbone` refuses a pairing such as
 ``lenet`` on a graph before anything is trained.
 
-======  ========  ==================================================================
-key     modality  architecture
-======  ========  ==================================================================
-mlp     image     flatten, 256 - 128 hidden units, ReLU, dropout 0.1
-lenet   image     LeNet-5 style CNN
-resnet  image     narrow ResNet: stride-2 stem, BasicBlocks 16/32/64, BatchNorm
-gcn     graph     3 GCNConv layers (hidden 128), ReLU, dropout 0.5, linear head
-sage    graph     3 SAGEConv layers (mean aggregation)
-gat     graph     3 GATConv layers (4 heads x 32)
-gin     graph     3 GINConv layers (2-layer MLPs)
-======  ========  ==================================================================
+===============  ========  =====================================================================
+key              modality  architecture
+===============  ========  =====================================================================
+mlp              image     flatten, 256 - 128 hidden units, ReLU, dropout 0.1
+lenet            image     LeNet-5 style CNN
+resnet           image     narrow ResNet: stride-2 stem, BasicBlocks 16/32/64, BatchNorm
+resnet18         image     torchvision ResNet18 from scratch (CIFAR, Waterbirds, Office-31)
+cnn3             image     3 conv layers + FC head (the paper's MNIST network)
+alexnet          image     torchvision AlexNet with its published ImageNet weights (no training)
+mobilenet_v2     image     torchvision MobileNetV2, published ImageNet weights
+efficientnet_b0  image     torchvision EfficientNet-B0, published ImageNet weights
+gcn              graph     3 GCNConv layers (hidden 128), ReLU, dropout 0.5, linear head
+sage             graph     3 SAGEConv layers (mean aggregation)
+gat              graph     3 GATConv layers (4 heads x 32)
+gin              graph     3 GINConv layers (2-layer MLPs)
+bow-linear       text      hashed uni+bigram bag of words, linear
+minilm-mlp       text      MLP on frozen all-MiniLM-L6-v2 embeddings
+minilm-ft        text      MiniLM with its top layer fine-tuned
+distilbert       text      DistilBERT-base-uncased fine-tuned (local weights only)
+===============  ========  =====================================================================
 
 Examples
 --------
 >>> get_backbone_spec("gcn").modalities
 ('graph',)
->>> available_backbones("image")
-('lenet', 'mlp', 'resnet')
+>>> available_backbones("image")[:4]
+('alexnet', 'cnn3', 'efficientnet_b0', 'lenet')
 """
 
 from __future__ import annotations

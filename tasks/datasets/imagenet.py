@@ -70,12 +70,12 @@ from typing import Final
 
 import numpy as np
 from PIL import Image
-from torchvision.models import AlexNet_Weights
 
-from tasks.backbones.pretrained import WEIGHTS, remote_files, weights_path
+from tasks.pretrained_weights import WEIGHTS, remote_files, weights_path
 
 from ._errors import DatasetUnavailableError
 from ._files import atomic_target
+from ._imagenet_classes import IMAGENET_CLASS_NAMES
 from ._online import fetch_hint, require_files
 from .base import DatasetSpec, RemoteFile, SourceSplits, TargetPool
 
@@ -132,7 +132,7 @@ _RESAMPLE: Final[dict[str, Image.Resampling]] = {
 }
 
 #: Class names in label order (torchvision's weights metadata).
-CLASS_NAMES: Final[tuple[str, ...]] = tuple(AlexNet_Weights.IMAGENET1K_V1.meta["categories"])
+CLASS_NAMES: Final[tuple[str, ...]] = IMAGENET_CLASS_NAMES
 
 _IMAGE_SUFFIXES: Final[frozenset[str]] = frozenset({".jpeg", ".jpg", ".png"})
 _V2_URL: Final[str] = "https://huggingface.co/datasets/vaishaal/ImageNetV2/resolve/main/"

@@ -33,8 +33,6 @@ from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 from PIL import Image
 
 from tasks.datasets.base import TargetPool
@@ -85,6 +83,9 @@ def _as_uint8(x: np.ndarray) -> np.ndarray:
 
 def _convolve(x: np.ndarray, kernels: np.ndarray) -> np.ndarray:
     """Convolve each image with one shared kernel ``(k, k)`` or its own ``(n, k, k)``."""
+    import torch
+    import torch.nn.functional as F
+
     n, h, w = x.shape
     t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
     k = torch.from_numpy(np.ascontiguousarray(kernels, dtype=np.float32))
@@ -99,6 +100,9 @@ def _convolve(x: np.ndarray, kernels: np.ndarray) -> np.ndarray:
 
 def _warp(x: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """Apply per-image affine maps ``(n, 2, 3)`` (output to input, normalised coordinates)."""
+    import torch
+    import torch.nn.functional as F
+
     t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))[:, None]
     th = torch.from_numpy(np.ascontiguousarray(theta, dtype=np.float32))
     with torch.no_grad():
@@ -456,6 +460,9 @@ def fog(x: np.ndarray, level: float, rng: np.random.Generator) -> np.ndarray:
     numpy.ndarray
         Hazy images.
     """
+    import torch
+    import torch.nn.functional as F
+
     n, h, w = x.shape
     haze = torch.zeros(n, 1, h, w)
     for cells, weight in ((3, 1.0), (6, 0.5), (12, 0.25)):
@@ -513,6 +520,9 @@ def pixelate(x: np.ndarray, level: float, rng: np.random.Generator) -> np.ndarra
     numpy.ndarray
         Pixelated images.
     """
+    import torch
+    import torch.nn.functional as F
+
     n, h, w = x.shape
     side = int(level)
     t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))[:, None]

@@ -290,3 +290,20 @@ def test_score_param_without_the_method_is_refused(files):
     result = invoke("--val", files["val"], "--target", files["target"],
                     "--param", "mano.delta=3")
     assert result.exit_code == 2 and "not among the methods" in result.output
+
+
+def test_default_level_copy_matches_the_estimators():
+    from estimators.base import DEFAULT_LEVEL
+    from flows import estimate_cli
+
+    assert estimate_cli.DEFAULT_LEVEL == DEFAULT_LEVEL
+
+
+def test_building_the_command_line_imports_neither_torch_nor_prefect():
+    import subprocess
+    import sys
+
+    code = ("import sys, flows.cli; "
+            "print(sorted(m for m in ('torch', 'prefect', 'torchvision') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

