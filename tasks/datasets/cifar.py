@@ -733,7 +733,7 @@ def _c_generate(
 
 #: CIFAR-10-C / CIFAR-100-C read from the release (19 corruptions x 5 severities).
 CIFAR_C_FAMILY: Final[ShiftFamily] = ShiftFamily(
-    "synthetic", 1, ("image",), _c_splits, _c_generate
+    "synthetic", 1, ("image",), _c_splits, _c_generate, cache=False
 )
 
 #: Registry position of this module's datasets (lower first).

@@ -85,6 +85,10 @@ class ShiftFamily:
     per_dataset : bool, default False
         True when the splits depend on the dataset: ``splits`` is then called as
         ``splits(dataset)`` (the ``natural`` family lists each dataset's own test sets).
+    cache : bool, default True
+        Whether the shift cache (:mod:`tasks.shifts.cache`) stores the generated splits. False
+        for families whose splits are views of released files (CIFAR-10-C's blocks, a natural
+        test set): storing them would only copy the release (2.9 GB for CIFAR-10-C).
     """
 
     name: str
@@ -93,6 +97,7 @@ class ShiftFamily:
     splits: Callable[..., list[TargetSplitSpec]]
     generate: Callable[[str, TargetSplitSpec, TargetPool, np.random.Generator], tuple[Any, np.ndarray]]
     per_dataset: bool = False
+    cache: bool = True
 
     def splits_of(self, dataset: str) -> list[TargetSplitSpec]:
         """The family's splits for ``dataset`` (the same for every dataset unless

@@ -17,8 +17,9 @@ file. When a new folder is started, the dataset's folders of other versions are 
 Deleting ``<data_dir()>/shifts`` is always safe.
 
 Modalities whose adapter says ``cache_splits = False`` (graphs: a split is a cheap view of the
-dataset's graph, and storing perturbed copies would cost far more disk than regenerating) are
-generated on every call and never written.
+dataset's graph, and storing perturbed copies would cost far more disk than regenerating), and
+families that say ``cache = False`` (views of released test files: CIFAR-10-C's blocks, the
+natural test sets), are generated on every call and never written.
 """
 
 from __future__ import annotations
@@ -182,16 +183,19 @@ def load_target_split(
     return _load_or_generate(dataset, spec, folder, _PoolLoader(dataset))
 
 
-def _cacheable(dataset: DatasetRef) -> bool:
+def _cacheable(dataset: DatasetRef, split: TargetSplitSpec) -> bool:
     from tasks.modalities import get_adapter
+    from tasks.shifts import family_implementation
 
-    return get_adapter(get_dataset_spec(dataset.name).modality).cache_splits
+    spec = get_dataset_spec(dataset.name)
+    family = family_implementation(split.shift_family, spec.modality, spec.name)
+    return bool(get_adapter(spec.modality).cache_splits and family.cache)
 
 
 def _load_or_generate(
     dataset: DatasetRef, split: TargetSplitSpec, folder: Path, pool: _PoolLoader
 ) -> tuple[Any, np.ndarray]:
-    if not _cacheable(dataset):
+    if not _cacheable(dataset, split):
         return generate_split(dataset.name, split, pool())
     path = folder / f"{split.name}.npz"
     if path.is_file():
@@ -247,12 +251,13 @@ def prepare_target_splits(dataset: DatasetRef, *, cache_root: Path | None = None
         The dataset's cache folder (:func:`shift_cache_dir`).
     """
     folder = shift_cache_dir(dataset, cache_root)
-    if not _cacheable(dataset):
+    splits = [s for s in target_splits(dataset.name) if _cacheable(dataset, s)]
+    if not splits:
         return folder
     if not folder.is_dir():
         prune_stale_versions(dataset, cache_root)
     pool = _PoolLoader(dataset)
-    for split in target_splits(dataset.name):
+    for split in splits:
         path = folder / f"{split.name}.npz"
         if not path.is_file():
             images, labels = generate_split(dataset.name, split, pool())

@@ -96,10 +96,10 @@ def test_set_family(
             for name, shift, group in fixed
         ]
 
-    return ShiftFamily(family, order, ("image",), splits, _generate)
+    return ShiftFamily(family, order, ("image",), splits, _generate, cache=False)
 
 
 #: One split per natural test set of the dataset (image datasets).
 FAMILIES: Final[tuple[ShiftFamily, ...]] = (
-    ShiftFamily("natural", 7, ("image",), _splits, _generate, per_dataset=True),
+    ShiftFamily("natural", 7, ("image",), _splits, _generate, per_dataset=True, cache=False),
 )

@@ -390,3 +390,11 @@ def test_resnet18_recipe_trains_on_the_loaded_source(cifar10_root) -> None:
         key="cifar10.resnet18.s0")
     assert report.epochs_run == 1 and report.best_epoch == 1
     assert 0.0 <= report.best_val_accuracy <= 1.0 and np.isfinite(report.final_train_loss)
+
+
+def test_release_views_are_not_copied_into_the_shift_cache():
+    from tasks.shifts import family_implementation
+
+    assert family_implementation("synthetic", "image", "cifar10").cache is False
+    assert family_implementation("natural", "image", "cifar10").cache is False
+    assert family_implementation("synthetic", "image", "fmnist").cache is True
