@@ -19,13 +19,14 @@ BENCH_ARGS ?= --seeds 3
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
 
-.PHONY: bench test install fashion-mnist bench-estimators clean-state help
+.PHONY: bench test test-reliability install fashion-mnist bench-estimators clean-state help
 
 help:
 	@echo "make bench   - install what is missing, run the default benchmark (offline)"
 	@echo "make test    - install what is missing, run the tests"
 	@echo "make bench-estimators - speed benchmark of every estimator (docs/PERFORMANCE.md)"
-	@echo "make clean-state      - delete .alsa-bench/ (DuckDB, checkpoints, Prefect cache)"
+	@echo "make test-reliability - SIGKILL at every stage boundary, then rerun (about 3 min)"
+	@echo "make clean-state      - delete .alsa-bench/ (DuckDB, checkpoints, Prefect cache, reports)"
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
@@ -69,6 +70,9 @@ bench: $(STAMP) fashion-mnist
 test: $(STAMP)
 	@$(MAKE) --no-print-directory fashion-mnist || echo "warning: Fashion-MNIST is not installed; the tests do not need it, 'make bench' does."
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-reliability: $(STAMP)
+	$(BIN)/python -m pytest -m reliability tests/flows/test_kill_battery.py $(PYTEST_ARGS)
 
 bench-estimators: $(STAMP)
 	$(BIN)/python benchmarks/bench_baselines.py

@@ -9,8 +9,8 @@ variants of one ALSA estimator and stores their estimates beside the main ones:
 * App. J, Fig. 9: the rectification confidence interval ``[alpha=...]``;
 * App. J, Fig. 10: the number of anchors ``[n_anchors=...]``.
 
-The report goes to ``reports/<suite>-ablations/`` in the benchmark's format, with MAE-vs-parameter
-plots for the sweeps. Run it with ``alsa-bench run --ablations`` or ``python -m flows.ablations``.
+The report goes to ``<state>/reports/<suite>-ablations/`` in the benchmark's format, with
+MAE-vs-parameter plots for the sweeps. Run it with ``alsa-bench run --ablations`` or ``python -m flows.ablations``.
 """
 
 from __future__ import annotations

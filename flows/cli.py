@@ -1,4 +1,5 @@
-"""The ``alsa-bench`` command line: ``estimate``, ``run`` and ``report``.
+"""The ``alsa-bench`` command line: ``estimate``, ``run``, ``report``, ``datasets``, ``fetch``
+and ``doctor``.
 
 ``estimate`` (bring your own logits, :mod:`flows.estimate_cli`) never imports Prefect; ``run``
 and ``report`` import it inside the command, after :func:`flows.configure_environment` has
@@ -35,7 +36,10 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 
 from flows import configure_environment
+from flows.doctor_cli import doctor_command
 from flows.estimate_cli import estimate_command
+from flows.fetch_cli import datasets_command, fetch_command
+from storage.errors import StorageError
 from tasks.versions import REFRESH_ALL, STAGES, parse_refresh
 
 app = typer.Typer(
@@ -47,6 +51,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("estimate")(estimate_command)
+app.command("fetch")(fetch_command)
+app.command("datasets")(datasets_command)
+app.command("doctor")(doctor_command)
 
 T = TypeVar("T")
 
@@ -140,21 +147,67 @@ def run_command(
     ] = None,
     device: Annotated[str, typer.Option(help="Torch device: auto, cpu, cuda, cuda:N.")] = "auto",
     run_name: Annotated[
-        str | None, typer.Option(help="Report name: reports/<run-name>/ (default: the suite).")
+        str | None,
+        typer.Option(help="Report name: <state>/reports/<run-name>/ (default: the suite)."),
     ] = None,
     ablations: Annotated[
         bool,
-        typer.Option("--ablations", help="Also run the ALSA ablations (reports/<run>-ablations/)."),
+        typer.Option("--ablations",
+                     help="Also run the ALSA ablations (<state>/reports/<run>-ablations/)."),
     ] = False,
     artifacts: Annotated[
         bool, typer.Option("--artifacts/--no-artifacts", help="Publish Prefect artifacts.")
     ] = True,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers", min=0,
+            help="Run train/extract/estimate on a local Dask cluster of N worker processes "
+            "(0: in this process, one task after another).",
+        ),
+    ] = 0,
+    dask_address: Annotated[
+        str | None,
+        typer.Option(
+            "--dask-address", metavar="tcp://HOST:PORT",
+            help="Run the tasks on an existing Dask scheduler (dask-jobqueue, Kubernetes, ...).",
+        ),
+    ] = None,
+    threads_per_task: Annotated[
+        int | None,
+        typer.Option(
+            "--threads-per-task", min=1,
+            help="Torch threads of each task (default: CPU cores / workers). Sequential and "
+            "Dask runs with the same value compute the same numbers.",
+        ),
+    ] = None,
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait", metavar="SECONDS", min=0,
+            help="If another alsa-bench command is using the state folder, wait up to this "
+            "long for it (0: fail at once).",
+        ),
+    ] = 0,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Reports folder (default: <state folder>/reports)."),
+    ] = None,
 ) -> None:
     """Run the benchmark: download → train → extract → estimate → report (cached per stage)."""
     try:
         refresh_stages = parse_refresh(refresh or None)
     except ValueError as exc:
         fail(str(exc))
+    if workers and dask_address:
+        fail(f"give either --workers (a local cluster) or --dask-address (an existing "
+             f"scheduler), not both; got --workers {workers} and --dask-address {dask_address}.")
+    if dask_address is not None and not re.match(r"^[a-z][a-z0-9+]*://[^\s]+$", dask_address):
+        fail(f"--dask-address must be a scheduler address such as tcp://10.0.0.5:8786; got "
+             f"{dask_address!r}.")
+    # online data missing: one line, before Prefect or torch is imported (well under a second)
+    _guard(lambda: _precheck_online(suite or [], dataset or []),
+           user_errors=(ValueError, FileNotFoundError))
     if seed and seeds is not None:
         fail(f"give either --seed (explicit seeds) or --seeds (a count), not both; got --seed "
              f"{' --seed '.join(map(str, seed))} and --seeds {seeds}.")
@@ -162,8 +215,9 @@ def run_command(
         fail(f"--seeds must be a count >= 1; got {seeds}.")
     seed_arg: int | list[int] | None = list(seed) if seed else seeds
 
+    _set_reports_dir(out)
     configure_environment()
-    from flows.benchmark import benchmark, make_plans, print_report
+    from flows.benchmark import make_plans
 
     plans = _guard(
         lambda: make_plans(suite or None, datasets=dataset or None, backbones=backbone or None,
@@ -183,6 +237,24 @@ def run_command(
              f"({', '.join(p.suite for p in plans)}); give one --suite with it.")
     _guard(lambda: _check_online(plans), user_errors=(ValueError, FileNotFoundError))
     refreshing = [s for s in STAGES if s in refresh_stages]
+    with _state_lock(wait, "alsa-bench run"):
+        _guard(_check_database, user_errors=(StorageError,))
+        _run_plans(plans, refreshing, refresh_stages, full=full, epochs=epochs,
+                   max_train_samples=max_train_samples, device=device, method=method,
+                   method_params=method_params, run_name=run_name, artifacts=artifacts,
+                   ablations=ablations, workers=workers, dask_address=dask_address,
+                   threads_per_task=threads_per_task)
+
+
+def _run_plans(
+    plans: Sequence[Any], refreshing: Sequence[str], refresh_stages: Any, *, full: bool,
+    epochs: int | None, max_train_samples: int | None, device: str, method: Sequence[str] | None,
+    method_params: Any, run_name: str | None, artifacts: bool, ablations: bool, workers: int,
+    dask_address: str | None, threads_per_task: int | None,
+) -> None:
+    """The body of ``run`` once the state folder is ours."""
+    from flows.benchmark import benchmark, print_report
+
     for plan in plans:
         typer.echo(
             f"alsa-bench run: suite {plan.suite}, datasets {', '.join(plan.datasets)}, "
@@ -198,11 +270,16 @@ def run_command(
                 epochs=epochs, max_train_samples=max_train_samples, device=device,
                 methods=list(method) if method else None, method_params=method_params,
                 run_name=run_name, publish_artifacts=artifacts,
+                **_scale_out(workers, dask_address, threads_per_task),
             ),
             user_errors=(),
         )
         elapsed = time.perf_counter() - start
         print_report(result.report)
+        for outcome in result.outcomes:
+            if outcome.healed:
+                typer.echo(f"{outcome.stage} {outcome.key}: its cached output was missing or "
+                           "damaged; recomputed it")
         counts = "; ".join(f"{stage} {c['ran']} ran, {c['cached']} cached"
                            for stage, c in result.summary().items())
         typer.echo(f"Suite {plan.suite} finished in {elapsed:.1f} s ({counts}).")
@@ -220,6 +297,85 @@ def run_command(
             user_errors=(),
         )
         print_report(abl)
+
+
+def _scale_out(
+    workers: int, dask_address: str | None, threads_per_task: int | None
+) -> dict[str, Any]:
+    """The benchmark flow's scale-out arguments, only those given (sequential by default)."""
+    out: dict[str, Any] = {}
+    if workers:
+        out["workers"] = workers
+    if dask_address:
+        out["dask_address"] = dask_address
+    if threads_per_task is not None:
+        out["threads_per_task"] = threads_per_task
+    return out
+
+
+def _set_reports_dir(out: Path | None) -> None:
+    """``--out``: reports go there instead of ``<state folder>/reports``."""
+    if out is not None:
+        if out.exists() and not out.is_dir():
+            fail(f"--out must be a folder for the reports; got {str(out)!r}, which is a file.")
+        os.environ["ALSA_BENCH_REPORTS"] = str(out.resolve())
+
+
+def _state_lock(wait: float, purpose: str) -> Any:
+    """Hold the state folder for this command (:func:`storage.lock.state_lock`); a folder in use
+    gives one line after ``wait`` seconds."""
+    from contextlib import contextmanager
+
+    from storage.lock import state_lock
+    from storage.paths import state_dir
+
+    @contextmanager
+    def held() -> Any:
+        folder = state_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            lock = state_lock(folder, wait=wait, purpose=purpose,
+                              on_wait=lambda line: typer.echo(line, err=True))
+            held_lock = lock.__enter__()
+        except StorageError as exc:
+            fail(str(exc), EXIT_FAILURE)
+        if held_lock.stale is not None:
+            typer.echo(f"note: {folder} was held by {held_lock.stale.describe()}, which died "
+                       "without releasing it; taking it over", err=True)
+        try:
+            yield
+        finally:
+            lock.__exit__(None, None, None)
+
+    return held()
+
+
+def _check_database() -> None:
+    """Open the database once, before Prefect starts: a damaged file, or one of a newer or
+    unknown schema, fails here in one line (an older one is migrated in place)."""
+    from storage.db import connect
+    from storage.paths import db_path
+
+    if db_path().exists():
+        with connect():
+            pass
+
+
+def _precheck_online(suites: Sequence[str], datasets: Sequence[str]) -> None:
+    """An online suite named on the command line whose data is not here: one line, at once.
+
+    Reads only the dataset registry (no Prefect, no torch), so ``alsa-bench run --suite cifar10``
+    on a machine without CIFAR answers in well under a second; the full check of every plan
+    (:func:`_check_online`) follows once the plans are made.
+    """
+    if not suites:
+        return
+    from storage.paths import data_dir
+    from tasks.datasets import DATASETS
+
+    for spec in DATASETS.values():
+        if spec.suite in suites and spec.online and (not datasets or spec.name in datasets):
+            spec.stage(data_dir())
 
 
 def _check_methods(methods: Sequence[str]) -> None:
@@ -265,7 +421,8 @@ def _check_online(plans: Sequence[Any]) -> None:
 @app.command("report")
 def report_command(
     run_name: Annotated[
-        str | None, typer.Option(help="Report name: reports/<run-name>/ (default: the suites).")
+        str | None,
+        typer.Option(help="Report name: <state>/reports/<run-name>/ (default: the suites)."),
     ] = None,
     run_key: Annotated[
         list[str] | None,
@@ -285,18 +442,39 @@ def report_command(
             help="Run as a Prefect flow and publish artifacts (--no-artifacts: no Prefect).",
         ),
     ] = True,
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait", metavar="SECONDS", min=0,
+            help="If another alsa-bench command is using the state folder, wait up to this "
+            "long for it (0: fail at once).",
+        ),
+    ] = 0,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Reports folder (default: <state folder>/reports)."),
+    ] = None,
 ) -> None:
-    """Write reports/<run>/ (tables, plots) from the estimates stored in DuckDB."""
+    """Write <state folder>/reports/<run>/ (tables, plots) from the estimates in DuckDB."""
+    _set_reports_dir(out)
     configure_environment()
-    from storage.errors import StorageError
+    with _state_lock(wait, "alsa-bench report"):
+        _report(run_name, run_key, method, to_docs, artifacts)
 
+
+def _report(
+    run_name: str | None, run_key: Sequence[str] | None, method: Sequence[str] | None,
+    to_docs: bool, artifacts: bool,
+) -> None:
+    """The body of ``report`` once the state folder is ours."""
     user_errors = (ValueError, FileNotFoundError, StorageError)
+    _guard(_check_database, user_errors=(StorageError,))
     if artifacts:
         from flows.report import report as report_flow
 
         ref = _guard(
-            lambda: report_flow(run_name=run_name, run_keys=run_key or None,
-                                methods=method or None),
+            lambda: report_flow(run_name=run_name, run_keys=list(run_key) if run_key else None,
+                                methods=list(method) if method else None),
             user_errors=user_errors,
         )
     else:
@@ -304,7 +482,8 @@ def report_command(
 
         ref = _guard(
             lambda: write_report(run_name=run_name, publish_artifacts=False,
-                                 run_keys=run_key or None, methods=method or None),
+                                 run_keys=list(run_key) if run_key else None,
+                                 methods=list(method) if method else None),
             user_errors=user_errors,
         )
     from flows.benchmark import print_report
@@ -423,7 +602,7 @@ def write_benchmark_doc(report_folder: Path, docs_dir: Path) -> Path:
         f"| commit | `{_git_commit()}` |",
         f"| seeds | {seeds} |",
         f"| machine | {_machine()} |",
-        f"| report | `{report_folder.name}` (`reports/{report_folder.name}/`) |",
+        f"| report | `{report_folder.name}` (`.alsa-bench/reports/{report_folder.name}/`) |",
         "",
         BENCHMARK_PROTOCOL,
         body.lstrip("\n"),
@@ -432,6 +611,9 @@ def write_benchmark_doc(report_folder: Path, docs_dir: Path) -> Path:
         extra = docs_dir / appendix
         if extra.is_file():  # hand-measured sections, each saying the command behind it
             lines += ["", extra.read_text(encoding="utf-8").rstrip("\n"), ""]
+    from tasks.paper_table import reproduce_section
+
+    lines += ["", reproduce_section(rows).rstrip("\n"), ""]
     docs_dir.mkdir(parents=True, exist_ok=True)
     target = docs_dir / "BENCHMARK.md"
     target.write_text("\n".join(lines), encoding="utf-8")

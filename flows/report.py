@@ -15,14 +15,15 @@ from tasks.stages import report_fingerprint, report_task
 from tasks.versions import stage_code_version
 
 
-@flow(name="report", description="Write reports/<run>/ and publish the report artifacts")
+@flow(name="report",
+      description="Write <state>/reports/<run>/ and publish the report artifacts")
 def report(
     run_name: str | None = None,
     run_keys: list[str] | None = None,
     methods: list[str] | None = None,
     publish_artifacts: bool = True,
 ) -> ReportRef:
-    """Write ``reports/<run_name>/`` from ``report_rows`` and publish it as artifacts.
+    """Write ``<state>/reports/<run_name>/`` from ``report_rows`` and publish it as artifacts.
 
     Parameters
     ----------

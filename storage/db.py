@@ -6,6 +6,11 @@ read-only while nobody writes. A second process that tries anyway gets
 backoff and then raises :class:`~storage.errors.StorageLockedError`; :func:`is_lock_error` is the
 predicate a Prefect ``retry_condition_fn`` needs.
 
+A file that exists but is not a readable DuckDB database (random bytes, a truncated copy, an
+empty file, a block whose checksum fails) raises :class:`~storage.errors.StorageCorruptError`:
+one line naming the file and the remedy (move it aside and rerun; the pipeline rebuilds the
+database from its cached checkpoints and results). The file is never deleted or overwritten.
+
 Inside one process, DuckDB shares one database instance between connections to the same file;
 mixing ``read_only=True`` and ``read_only=False`` connections to one file in one process is
 refused by DuckDB, so pipeline stages use writable connections and keep them short, and
@@ -28,13 +33,21 @@ from pathlib import Path
 import duckdb
 
 from . import paths
-from .errors import StorageError, StorageLockedError
+from .errors import StorageCorruptError, StorageError, StorageLockedError
 from .schema import check_schema_version, ensure_schema
 
 logger = logging.getLogger(__name__)
 
 _LOCK_MESSAGE = "Could not set lock"
 _CONFIG_MESSAGE = "different configuration"
+#: Fragments of DuckDB's messages for a file that is not (or no longer) a readable database.
+_CORRUPT_MESSAGES: tuple[str, ...] = (
+    "not a valid DuckDB database file",
+    "Could not read enough bytes",
+    "Corrupt database file",
+    "does not match stored checksum",
+    "Failed to read database header",
+)
 
 
 def is_lock_error(exc: BaseException) -> bool:
@@ -65,6 +78,59 @@ def is_lock_error(exc: BaseException) -> bool:
     return False
 
 
+def corruption_reason(exc: BaseException, path: str | Path | None = None) -> str | None:
+    """DuckDB's message when ``exc`` (or its cause/context) says the file is damaged, else None.
+
+    Parameters
+    ----------
+    exc : BaseException
+        The exception to classify.
+    path : str or Path, optional
+        The database file. When given, a message counts only if it names this file or a
+        database (a short read of a Parquet file read through the same connection is not
+        damage of the database).
+
+    Returns
+    -------
+    str or None
+        The first line of DuckDB's message, or None for any other error.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, duckdb.Error):
+            text = str(current)
+            if any(fragment in text for fragment in _CORRUPT_MESSAGES) and (
+                path is None or str(path) in text or "database" in text
+            ):
+                return text.strip().splitlines()[0] if text.strip() else text
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def corrupt_error(path: str | Path, reason: str) -> StorageCorruptError:
+    """The one-line :class:`StorageCorruptError` for damaged database file ``path``.
+
+    Parameters
+    ----------
+    path : str or Path
+        The database file.
+    reason : str
+        What DuckDB said (one line).
+
+    Returns
+    -------
+    StorageCorruptError
+    """
+    name = str(path)
+    return StorageCorruptError(
+        f"{name} is damaged and cannot be read as a DuckDB database ({reason}); "
+        f"move it aside: mv {name} {name}.damaged, then rerun — the pipeline rebuilds it from "
+        "cached checkpoints/results; `alsa-bench doctor` says more"
+    )
+
+
 def _open(path: Path, read_only: bool, retries: int, backoff_s: float) -> duckdb.DuckDBPyConnection:
     """Open ``path``, retrying lock conflicts ``retries`` times with doubling waits."""
     attempt = 0
@@ -73,6 +139,9 @@ def _open(path: Path, read_only: bool, retries: int, backoff_s: float) -> duckdb
             return duckdb.connect(str(path), read_only=read_only)
         except duckdb.IOException as exc:
             if not is_lock_error(exc):
+                reason = corruption_reason(exc)
+                if reason is not None:
+                    raise corrupt_error(path, reason) from None
                 raise
             if attempt >= retries:
                 mode = "read-only" if read_only else "read-write"
@@ -142,6 +211,9 @@ def connect(
     ------
     StorageLockedError
         If the lock is still held after every retry.
+    StorageCorruptError
+        If the file exists but is not a readable DuckDB database, when it is opened or when a
+        statement inside the block meets a damaged block (the file is left as it is).
     FileNotFoundError
         If ``read_only`` and the file does not exist.
     SchemaVersionError
@@ -169,8 +241,16 @@ def connect(
         else:
             ensure_schema(con)
         yield con
+    except duckdb.Error as exc:
+        reason = corruption_reason(exc, db)
+        if reason is None:
+            raise
+        raise corrupt_error(db, reason) from None
     finally:
-        con.close()
+        try:
+            con.close()
+        except duckdb.Error as exc:  # closing a damaged file may fail too: keep the first error
+            logger.warning("closing %s failed: %s", db, exc)
 
 
 @contextmanager

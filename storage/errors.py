@@ -27,3 +27,19 @@ class NotFoundError(StorageError, LookupError):
 
     Subclasses :class:`LookupError` too, so ``except LookupError`` keeps working.
     """
+
+
+class StorageCorruptError(StorageError):
+    """The DuckDB file exists but is not a readable DuckDB database (garbage, truncated, empty).
+
+    The message names the file and the remedy (move it aside and rerun; the pipeline rebuilds it
+    from cached checkpoints and results). alsa-bench never deletes or overwrites such a file.
+    """
+
+
+class StateBusyError(StorageError):
+    """Another process holds the state folder's lock (``<state>/.lock``).
+
+    The message is one line naming the folder, the holder's pid, command and start time, and
+    what to do: wait for it (``--wait SECONDS``) or use another ``ALSA_BENCH_HOME``.
+    """

@@ -7,9 +7,11 @@ Everything a run produces lives under it, so deleting the folder resets the benc
         data/               staged datasets (e.g. data/FashionMNIST/raw/*-ubyte)
         checkpoints/        trained classifiers, one file per run, named by run key
         prefect-results/    Prefect's task cache records
+        reports/            human-readable reports, one folder per run name
+        .lock               the state lock and its owner record (storage/lock.py)
 
-Reports are written for people to read and go to ``reports/<run>/`` under the working
-directory (override with ``ALSA_BENCH_REPORTS``).
+Reports go to ``<state>/reports/<run>/``, so two state folders used from one working directory
+never overwrite each other's reports; ``ALSA_BENCH_REPORTS`` points them elsewhere.
 
 All functions read the environment at call time, so tests can point them at a temporary folder.
 """
@@ -48,5 +50,6 @@ def prefect_results_dir() -> Path:
 
 
 def reports_dir() -> Path:
-    """Folder of human-readable reports: ``$ALSA_BENCH_REPORTS`` or ``./reports``."""
-    return Path(os.environ.get("ALSA_BENCH_REPORTS", "reports"))
+    """Folder of human-readable reports: ``$ALSA_BENCH_REPORTS`` or ``<state>/reports``."""
+    override = os.environ.get("ALSA_BENCH_REPORTS")
+    return Path(override) if override else state_dir() / "reports"

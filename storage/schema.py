@@ -19,7 +19,8 @@
 
 Accuracies are fractions in [0, 1]. Timestamps are UTC without a time zone. Creation is
 idempotent; the schema version is recorded in ``schema_meta`` and a file written by a newer
-version is refused with :class:`~storage.errors.SchemaVersionError`.
+version is refused with :class:`~storage.errors.SchemaVersionError`, as is a file that holds
+tables but no version marker (not written by alsa-bench, or damaged): it is never guessed at.
 
 Versions and migrations (:data:`MIGRATIONS`, applied in order by :func:`ensure_schema` on a
 writable connection; a read-only connection to an older file is refused with a message saying
@@ -30,6 +31,11 @@ to open it writable once):
   (each estimate's sampling interval; NULL on rows written before) and ``per_class_json``
   (``{"estimated": [...], "count": [...]}`` per predicted class, or NULL);
   ``report_rows`` exposes the interval columns.
+
+``tests/storage/fixtures/bench_v1.duckdb`` is a database written with schema 1 (its generator,
+``make_v1_fixture.py``, holds the version-1 DDL verbatim); the tests migrate a copy to
+:data:`SCHEMA_VERSION` and read its rows back, so every future migration starts from a real
+first-release file.
 """
 
 from __future__ import annotations
@@ -218,14 +224,27 @@ def check_schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
     Raises
     ------
     SchemaVersionError
-        If the recorded version is newer or older than :data:`SCHEMA_VERSION`.
+        If the recorded version is newer or older than :data:`SCHEMA_VERSION`, or the file
+        holds tables but no version marker.
     """
     return _check_version(con, migrate=False)
 
 
 def _check_version(con: duckdb.DuckDBPyConnection, migrate: bool) -> int | None:
     found = read_schema_version(con)
-    if found is None or found == SCHEMA_VERSION:
+    if found is None:
+        foreign = sorted(_existing_objects(con))
+        if foreign:
+            raise SchemaVersionError(
+                "The database holds tables or views "
+                f"({', '.join(foreign[:6])}{', ...' if len(foreign) > 6 else ''}) but no "
+                "alsa-bench schema version marker (schema_meta.schema_version); it was not "
+                "written by alsa-bench, or it is damaged, and is not read. Move it aside "
+                "(mv bench.duckdb bench.duckdb.damaged) and rerun, or point ALSA_BENCH_HOME at "
+                "another folder."
+            )
+        return None
+    if found == SCHEMA_VERSION:
         return found
     if found < SCHEMA_VERSION and all(v in MIGRATIONS for v in range(found, SCHEMA_VERSION)):
         if migrate:
@@ -271,8 +290,8 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     Raises
     ------
     SchemaVersionError
-        If the file was written by a newer schema version, or an older one without a
-        migration.
+        If the file was written by a newer schema version, an older one without a
+        migration, or holds tables but no version marker.
     """
     found = _check_version(con, migrate=True)
     if found == SCHEMA_VERSION and set(TABLES + VIEWS) <= _existing_objects(con):

@@ -10,7 +10,7 @@ Two plain functions do the work. :func:`build_report_tables` turns the rows of t
   seed, the coefficient of determination against the identity line,
   :math:`R^2 = 1 - \\sum (\\hat a - a)^2 / \\sum (a - \\bar a)^2`, and Pearson's :math:`\\rho`.
 
-:func:`write_report` reads the rows from DuckDB, writes ``reports/<run>/`` (``report.md``, CSVs,
+:func:`write_report` reads the rows from DuckDB, writes ``<state>/reports/<run>/`` (``report.md``, CSVs,
 PNGs: predicted-vs-true scatter per method as in the paper's Fig. 7–8; for 3-class runs the
 fitted ALSA anchors and its probability surface as in Fig. 4 and Fig. 1d/5d) and, inside a
 Prefect run, publishes the tables and the markdown as artifacts.
@@ -1232,7 +1232,8 @@ def write_report(
     db : str or Path, optional
         DuckDB file; default :func:`storage.paths.db_path`.
     out_dir : str or Path, optional
-        Parent folder of the report; default :func:`storage.paths.reports_dir` (``reports/``).
+        Parent folder of the report; default :func:`storage.paths.reports_dir`
+        (``<state>/reports/``).
     run_name : str, optional
         Report folder name; default the suite names joined by ``-`` (e.g. ``fmnist``).
     publish_artifacts : bool, default=True

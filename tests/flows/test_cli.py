@@ -48,8 +48,9 @@ def test_unknown_backbone_is_one_clear_line(runner: CliRunner, state_home) -> No
     result = runner.invoke(app, ["run", "--backbone", "lenet", "--backbone", "vgg"])
     assert result.exit_code == 2
     line = _one_error_line(result)
-    assert ("backbone must be one of bow-linear, distilbert, gat, gcn, gin, lenet, minilm-ft, "
-            "minilm-mlp, mlp, resnet, sage") in line
+    assert ("backbone must be one of alexnet, bow-linear, cnn3, distilbert, efficientnet_b0, "
+            "gat, gcn, gin, lenet, minilm-ft, minilm-mlp, mlp, mobilenet_v2, resnet, resnet18, "
+            "sage") in line
     assert "'vgg'" in line
 
 
