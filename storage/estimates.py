@@ -102,6 +102,13 @@ _COLUMNS = (
 )
 
 
+#: Numbers stored as NULL when not finite: a missing interval, and the accuracy (and so the error)
+#: of a score method (MaNo, nuclear norm), which has no accuracy without a score-to-accuracy map.
+_NULLABLE_NUMBERS: frozenset[str] = frozenset(
+    {"interval_low", "interval_high", "interval_level", "estimated_accuracy", "abs_error"}
+)
+
+
 def _nullable(value: float) -> float | None:
     """NaN -> None, so a missing interval is stored as NULL."""
     return None if value is None or not math.isfinite(float(value)) else float(value)
@@ -196,7 +203,7 @@ def write_estimates(
         {
             name: pa.array(
                 [
-                    _nullable(getattr(row, name)) if name.startswith("interval_")
+                    _nullable(getattr(row, name)) if name in _NULLABLE_NUMBERS
                     else getattr(row, name)
                     for row in rows
                 ],
@@ -254,7 +261,11 @@ def read_estimates(con: duckdb.DuckDBPyConnection, run_key: str) -> list[Estimat
     nan = math.nan
     return [
         EstimateRow(
-            *row[:11],
+            *row[:4],
+            nan if row[4] is None else row[4],
+            row[5],
+            nan if row[6] is None else row[6],
+            *row[7:11],
             interval_low=nan if row[11] is None else row[11],
             interval_high=nan if row[12] is None else row[12],
             interval_level=nan if row[13] is None else row[13],

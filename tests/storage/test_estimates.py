@@ -137,3 +137,16 @@ def test_digest_ignores_order_and_timings_but_not_results():
     assert estimates_digest([replace(rows[0], estimated_accuracy=0.7000001), rows[1]]) != base
     assert estimates_digest([replace(rows[0], params_json='{"seed": 1}'), rows[1]]) != base
     assert estimates_digest(rows[:1]) != base
+
+
+def test_a_score_method_without_accuracy_is_stored_as_null(con):
+    import math
+
+    row = _row("clean", "mano", math.nan)
+    write_estimates(con, RUN_KEY, [row])
+    stored = con.sql("SELECT estimated_accuracy IS NULL, abs_error IS NULL, true_accuracy "
+                     "FROM estimates").fetchall()
+    assert stored == [(True, True, 0.8)]
+    back = read_estimates(con, RUN_KEY)[0]
+    assert math.isnan(back.estimated_accuracy) and math.isnan(back.abs_error)
+    assert con.sql("SELECT avg(abs_error) FROM estimates").fetchone() == (None,)
