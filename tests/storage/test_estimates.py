@@ -149,4 +149,4 @@ def test_a_score_method_without_accuracy_is_stored_as_null(con):
     assert stored == [(True, True, 0.8)]
     back = read_estimates(con, RUN_KEY)[0]
     assert math.isnan(back.estimated_accuracy) and math.isnan(back.abs_error)
-    assert con.sql("SELECT avg(abs_error) FROM estimates").fetchone() == (None,)
+    assert con.sql("SELECT avg(abs_error) FROM estimates").fetchall() == [(None,)]
