@@ -38,3 +38,9 @@ def test_model_aware_parameters_are_checked_by_their_own_config() -> None:
 def test_parameters_must_belong_to_a_method_that_runs() -> None:
     with pytest.raises(ValueError, match="'cot' is not among the methods to run"):
         check_method_params({"cot": {"mode": "exact"}}, ["alsa-g"])
+
+
+def test_score_methods_take_parameters_too():
+    check_method_params({"mano": {"norm_order": 6.0, "form": "code"}}, ["mano", "ac"])
+    with pytest.raises(ValueError, match=r"--param mano\.form: .*form"):
+        check_method_params({"mano": {"form": "nope"}}, ["mano"])
