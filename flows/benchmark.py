@@ -1,8 +1,17 @@
 """The ``benchmark`` flow: download → train → extract → estimate → report over a suite.
 
-Runs every stage task of :mod:`tasks.stages` for the suite's datasets × backbones × seeds, one
-after the other (2 CPU cores: no thread-pool fan-out for torch), then writes one report over the
-runs it touched. Every stage is cached across runs, so a second run with the same parameters
+Runs every stage task of :mod:`tasks.stages` for the suite's datasets × backbones × seeds, then
+writes one report over the runs it touched. Two layouts share one code path:
+
+* sequential (``workers=0``, no ``dask_address``): each task runs in the flow process, one
+  after the other;
+* distributed (``workers=N`` or ``dask_address``): the per-run train → extract → estimate chain
+  is submitted as futures to a ``prefect_dask.DaskTaskRunner`` (:mod:`flows.dask_runner`), and
+  the flow process ingests each published Parquet result as it completes.
+
+In both, extract and estimate publish content-addressed Parquet files and the flow process is
+the single DuckDB writer (:mod:`storage.results`); every task pins ``threads_per_task`` threads
+(:mod:`tasks.threads`), so both layouts compute identical numbers. Every stage is cached across runs, so a second run with the same parameters
 finishes in seconds; ``refresh`` re-runs a stage and everything downstream of it.
 
 The stage flows (``flows/download.py`` ... ``flows/report.py``) call :func:`run_pipeline` with
@@ -14,28 +23,40 @@ Run it with ``alsa-bench run`` or ``python -m flows.benchmark``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows.dask_runner import (
+    build_task_runner,
+    gpu_annotation,
+    is_distributed,
+    shared_api_url,
+)
 from storage.paths import checkpoint_dir, data_dir, db_path, reports_dir
+from storage.results import results_root
 from tasks.refs import CheckpointRef, DatasetRef, EstimatesRef, LogitsRef, ReportRef
 from tasks.stages import (
     STAGES,
     StageOutcome,
+    discard_damaged_record,
     download_task,
     estimate_task,
     extract_task,
+    ingest_result,
     output_exists,
     parse_refresh,
     report_fingerprint,
     report_task,
+    result_intact,
     run_stage,
     seeds_list,
     train_task,
 )
+from tasks.threads import default_threads_per_task
 from tasks.versions import stage_code_version
 
 #: Seeds of a ``full`` benchmark when none are given (the paper averages over three).
@@ -372,8 +393,11 @@ def run_pipeline(
     method_params: Mapping[str, Mapping[str, Any]] | None = None,
     run_name: str | None = None,
     publish_artifacts: bool = True,
+    workers: int = 0,
+    dask_address: str | None = None,
+    threads_per_task: int | None = None,
 ) -> PipelineResult:
-    """Run the stages of ``plan`` up to ``until``, sequentially, inside the calling flow.
+    """Run the stages of ``plan`` up to ``until`` inside the calling flow.
 
     Parameters
     ----------
@@ -399,6 +423,15 @@ def run_pipeline(
         Report name (folder ``reports/<run_name>/``); default the suite name.
     publish_artifacts : bool, default True
         Publish the report as Prefect artifacts.
+    workers : int, default 0
+        0: every task runs in this process (sequential). N > 0: train, extract and estimate
+        run on a local Dask cluster of N single-threaded worker processes.
+    dask_address : str, optional
+        Address of an existing Dask scheduler (``tcp://host:8786``) to run them on instead.
+    threads_per_task : int, optional
+        Torch/BLAS threads of each task; default
+        :func:`tasks.threads.default_threads_per_task` of ``workers``. The same value gives the
+        same numbers in both layouts.
 
     Returns
     -------
@@ -407,10 +440,85 @@ def run_pipeline(
     Raises
     ------
     ValueError
-        If ``until`` or a ``refresh`` name is not a stage.
+        If ``until`` or a ``refresh`` name is not a stage, or the layout is invalid.
     """
     if until not in STAGES:
         raise ValueError(f"until must be one of {', '.join(STAGES)}; got {until!r}.")
+    distributed = is_distributed(workers, dask_address)
+    threads = default_threads_per_task(workers) if threads_per_task is None else threads_per_task
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads_per_task must be an integer >= 1; got {threads_per_task!r}.")
+    if distributed and last_stage_needs_runs(until):
+        from tasks.train import resolve_device
+
+        gpu = resolve_device(device).type == "cuda"
+        runner = build_task_runner(workers, dask_address, gpu=gpu)
+        inner = pipeline_flow.with_options(task_runner=runner)
+        with shared_api_url():
+            return inner(
+                plan, until=until, refresh=refresh, epochs=epochs,
+                max_train_samples=max_train_samples, device=device, batch_size=batch_size,
+                methods=methods, method_params=method_params, run_name=run_name,
+                publish_artifacts=publish_artifacts, threads=threads, distributed=True, gpu=gpu,
+            )
+    return _pipeline(
+        plan, until=until, refresh=refresh, epochs=epochs, max_train_samples=max_train_samples,
+        device=device, batch_size=batch_size, methods=methods, method_params=method_params,
+        run_name=run_name, publish_artifacts=publish_artifacts, threads=threads,
+        distributed=False, gpu=False,
+    )
+
+
+def last_stage_needs_runs(until: str) -> bool:
+    """Whether the pipeline reaches ``train`` (the first stage a Dask cluster helps with)."""
+    return STAGES.index(until) >= STAGES.index("train")
+
+
+@flow(name="benchmark-dask", description="train → extract → estimate on Dask workers, one writer")
+def pipeline_flow(
+    plan: BenchmarkPlan,
+    *,
+    until: str,
+    refresh: Sequence[str] | str | None,
+    epochs: int | None,
+    max_train_samples: int | None,
+    device: str,
+    batch_size: int,
+    methods: Sequence[str] | None,
+    method_params: Mapping[str, Mapping[str, Any]] | None,
+    run_name: str | None,
+    publish_artifacts: bool,
+    threads: int,
+    distributed: bool,
+    gpu: bool,
+) -> PipelineResult:
+    """The pipeline as a subflow, so it can run under a ``DaskTaskRunner`` (:func:`run_pipeline`)."""
+    return _pipeline(
+        plan, until=until, refresh=refresh, epochs=epochs, max_train_samples=max_train_samples,
+        device=device, batch_size=batch_size, methods=methods, method_params=method_params,
+        run_name=run_name, publish_artifacts=publish_artifacts, threads=threads,
+        distributed=distributed, gpu=gpu,
+    )
+
+
+def _pipeline(
+    plan: BenchmarkPlan,
+    *,
+    until: str,
+    refresh: Sequence[str] | str | None,
+    epochs: int | None,
+    max_train_samples: int | None,
+    device: str,
+    batch_size: int,
+    methods: Sequence[str] | None,
+    method_params: Mapping[str, Mapping[str, Any]] | None,
+    run_name: str | None,
+    publish_artifacts: bool,
+    threads: int,
+    distributed: bool,
+    gpu: bool,
+) -> PipelineResult:
+    """The body of :func:`run_pipeline` in the flow that runs it."""
     fresh = parse_refresh(refresh)
     last = STAGES.index(until)
     logger = get_run_logger()
@@ -422,6 +530,7 @@ def run_pipeline(
         for d in plan.datasets
     }
     db = str(db_path().resolve())
+    results = str(results_root(db=db).resolve())
     methods_list = plan_methods(plan, methods)
     params = {
         m: dict(p) for m, p in (method_params or {}).items()
@@ -432,6 +541,10 @@ def run_pipeline(
         plan.suite, until, list(plan.datasets), list(plan.backbones), list(plan.seeds),
         sorted(fresh) or "none",
     )
+    logger.info(
+        "Layout: %s, %d thread(s) per task, results under %s",
+        "Dask workers" if distributed else "sequential", threads, results,
+    )
 
     def note(ref: Any, outcome: StageOutcome) -> Any:
         result.outcomes.append(outcome)
@@ -439,6 +552,7 @@ def run_pipeline(
                     outcome.seconds, " (output was missing: re-ran)" if outcome.healed else "")
         return ref
 
+    jobs: list[_RunJob] = []
     for dataset in plan.datasets:
         ds = note(*run_stage(
             download_task, "download", fresh, dataset, str(data_dir().resolve()),
@@ -449,28 +563,16 @@ def run_pipeline(
             continue
         for backbone in plan.backbones_of(dataset):
             for seed in plan.seeds:
-                run_key = f"{dataset}.{backbone}.s{seed}"
-                ckpt = note(*run_stage(
-                    train_task, "train", fresh, ds, backbone, seed, epochs, max_train_samples,
-                    device, str(checkpoint_dir().resolve()), per_dataset[dataset]["train"],
-                    key=run_key, check=output_exists,
+                v = per_dataset[dataset]
+                jobs.append(_RunJob(
+                    run_key=f"{dataset}.{backbone}.s{seed}",
+                    train_args=(ds, backbone, seed, epochs, max_train_samples, device,
+                                str(checkpoint_dir().resolve()), v["train"]),
+                    extract_args=(plan.suite, db, device, batch_size, v["extract"], results),
+                    estimate_args=(methods_list, params, v["estimate"]),
                 ))
-                result.checkpoints.append(ckpt)
-                if last < STAGES.index("extract"):
-                    continue
-                logits = note(*run_stage(
-                    extract_task, "extract", fresh, ckpt, plan.suite, db, device, batch_size,
-                    per_dataset[dataset]["extract"], key=run_key, check=output_exists,
-                ))
-                result.logits.append(logits)
-                if last < STAGES.index("estimate"):
-                    continue
-                est = note(*run_stage(
-                    estimate_task, "estimate", fresh, logits, methods_list, params,
-                    per_dataset[dataset]["estimate"], ckpt, key=run_key,
-                    check=lambda ref: output_exists(ref, methods=methods_list),
-                ))
-                result.estimates.append(est)
+    run_jobs = _run_distributed if distributed else _run_sequential
+    run_jobs(jobs, result, note, fresh, last, threads, gpu)
 
     if last == STAGES.index("report"):
         name = run_name or plan.suite
@@ -486,6 +588,142 @@ def run_pipeline(
                         for s, c in result.summary().items())
     logger.info("Pipeline done: %s", summary)
     return result
+
+
+@dataclass(frozen=True)
+class _RunJob:
+    """One run's stage arguments (without the upstream references and the thread pin)."""
+
+    run_key: str
+    train_args: tuple[Any, ...]
+    extract_args: tuple[Any, ...]
+    estimate_args: tuple[Any, ...]
+
+
+def _run_sequential(
+    jobs: list[_RunJob], result: PipelineResult, note: Any, fresh: frozenset[str], last: int,
+    threads: int, gpu: bool,
+) -> None:
+    """Each run's train → extract → estimate in this process, ingesting each published result.
+
+    The estimate task gets the logits reference as the extract task returned it (before the
+    ingest: no database digest), exactly as in the distributed layout, so both share a cache.
+    """
+    for job in jobs:
+        ckpt = note(*run_stage(
+            train_task, "train", fresh, *job.train_args, threads=threads, key=job.run_key,
+            check=output_exists,
+        ))
+        result.checkpoints.append(ckpt)
+        if last < STAGES.index("extract"):
+            continue
+        logits = note(*run_stage(
+            extract_task, "extract", fresh, ckpt, *job.extract_args, threads=threads,
+            key=job.run_key, check=result_intact, ingest=ingest_result,
+        ))
+        result.logits.append(logits)
+        if last < STAGES.index("estimate"):
+            continue
+        est = note(*run_stage(
+            estimate_task, "estimate", fresh, replace(logits, digest=""), *job.estimate_args,
+            ckpt, threads=threads, key=job.run_key, check=result_intact, ingest=ingest_result,
+        ))
+        result.estimates.append(est)
+
+
+def _run_distributed(
+    jobs: list[_RunJob], result: PipelineResult, note: Any, fresh: frozenset[str], last: int,
+    threads: int, gpu: bool,
+) -> None:
+    """Submit every run's train → extract → estimate as chained futures; ingest as they land.
+
+    Train and extract ask for a ``GPU`` worker resource when the device is CUDA. The flow
+    process waits on the trains, then ingests each extract's logits file and each estimate's
+    file in the order they complete; a result whose file is gone (a cached reference to a
+    deleted file) is recomputed here with the cache refreshed.
+    """
+    from prefect.futures import as_completed
+
+    from tasks.faults import kill_point
+
+    def runner(stage_task: Any, stage: str) -> Any:
+        return stage_task.with_options(refresh_cache=True) if stage in fresh else stage_task
+
+    trains, extracts, estimates = {}, {}, {}
+    started: dict[str, float] = {}
+    for job in jobs:
+        started[job.run_key] = time.perf_counter()
+        kill_point("train")
+        if "train" not in fresh:  # extract/estimate inputs are futures: Prefect's silent miss
+            discard_damaged_record(train_task, job.train_args, {"threads": threads},
+                                   key=job.run_key)
+        with gpu_annotation(gpu):
+            trains[job.run_key] = runner(train_task, "train").submit(
+                *job.train_args, threads=threads
+            )
+            if last >= STAGES.index("extract"):
+                kill_point("extract")
+                extracts[job.run_key] = runner(extract_task, "extract").submit(
+                    trains[job.run_key], *job.extract_args, threads=threads
+                )
+        if last >= STAGES.index("estimate"):
+            kill_point("estimate")
+            estimates[job.run_key] = runner(estimate_task, "estimate").submit(
+                extracts[job.run_key], *job.estimate_args, trains[job.run_key], threads=threads
+            )
+    by_key = {job.run_key: job for job in jobs}
+    ckpts: dict[str, CheckpointRef] = {}
+    published: dict[str, LogitsRef] = {}
+
+    def outcome(stage: str, key: str, future: Any, healed: bool = False) -> StageOutcome:
+        return StageOutcome(stage=stage, key=key, state=str(future.state.name),
+                            seconds=time.perf_counter() - started[key], healed=healed)
+
+    for future in as_completed(list(trains.values())):
+        key = next(k for k, f in trains.items() if f is future)
+        ckpts[key] = note(future.result(), outcome("train", key, future))
+        kill_point("train", "end")
+    result.checkpoints.extend(ckpts[j.run_key] for j in jobs)
+
+    for future in as_completed(list(extracts.values())):
+        key = next(k for k, f in extracts.items() if f is future)
+        ref, healed = _settled(future, extract_task, (ckpts[key], *by_key[key].extract_args),
+                               threads, gpu)
+        published[key] = ref
+        note(ref, outcome("extract", key, future, healed))
+        result.logits.append(ingest_result(ref))
+        kill_point("extract", "end")
+    result.logits.sort(key=lambda r: list(by_key).index(r.run_key))
+
+    for future in as_completed(list(estimates.values())):
+        key = next(k for k, f in estimates.items() if f is future)
+        args = (published[key], *by_key[key].estimate_args, ckpts[key])
+        ref, healed = _settled(future, estimate_task, args, threads, False)
+        note(ref, outcome("estimate", key, future, healed))
+        result.estimates.append(ingest_result(ref))
+        kill_point("estimate", "end")
+    result.estimates.sort(key=lambda r: list(by_key).index(r.run_key))
+
+
+def _settled(
+    future: Any, stage_task: Any, args: tuple[Any, ...], threads: int, gpu: bool
+) -> tuple[Any, bool]:
+    """A finished publishing future's reference; re-run (cache refreshed) if its file is gone.
+
+    An estimate whose upstream logits file was missing fails; it is re-run too, on the healed
+    logits. Any other failure of the re-run is raised.
+    """
+    state = future.state
+    if state.is_completed():
+        ref = future.result()
+        if result_intact(ref):
+            return ref, False
+    with gpu_annotation(gpu):
+        retry = stage_task.with_options(refresh_cache=True).submit(*args, threads=threads)
+    ref = retry.result()
+    if not result_intact(ref):
+        raise RuntimeError(f"Stage {stage_task.name!r} finished but its output is missing: {ref!r}.")
+    return ref, True
 
 
 @flow(name="benchmark", description="download → train → extract → estimate → report over a suite")
@@ -504,6 +742,9 @@ def benchmark(
     method_params: dict[str, dict[str, Any]] | None = None,
     run_name: str | None = None,
     publish_artifacts: bool = True,
+    workers: int = 0,
+    dask_address: str | None = None,
+    threads_per_task: int | None = None,
 ) -> PipelineResult:
     """The whole benchmark over a suite's datasets × backbones × seeds, then one report.
 
@@ -538,6 +779,12 @@ def benchmark(
         Report name; default the suite.
     publish_artifacts : bool, default True
         Publish the report as Prefect artifacts.
+    workers : int, default 0
+        0: sequential, in this process. N: a local Dask cluster of N worker processes.
+    dask_address : str, optional
+        An existing Dask scheduler (``tcp://host:8786``) instead of a local cluster.
+    threads_per_task : int, optional
+        Torch/BLAS threads per task; default the cores divided among the workers.
 
     Returns
     -------
@@ -547,7 +794,8 @@ def benchmark(
     return run_pipeline(
         plan, until="report", refresh=refresh, epochs=epochs, max_train_samples=max_train_samples,
         device=device, batch_size=batch_size, methods=methods, method_params=method_params,
-        run_name=run_name, publish_artifacts=publish_artifacts,
+        run_name=run_name, publish_artifacts=publish_artifacts, workers=workers,
+        dask_address=dask_address, threads_per_task=threads_per_task,
     )
 
 

@@ -31,6 +31,10 @@ to open it writable once):
   (each estimate's sampling interval; NULL on rows written before) and ``per_class_json``
   (``{"estimated": [...], "count": [...]}`` per predicted class, or NULL);
   ``report_rows`` exposes the interval columns.
+* 3 (issue 14): ``ingested`` records every content-addressed Parquet result file
+  (:mod:`storage.results`) the flow process has ingested: ``sha256`` (the file's name), ``kind``
+  (logits, estimates, anchors), ``run_key`` and ``ingested_at``; ingesting a file again is a
+  no-op.
 
 ``tests/storage/fixtures/bench_v1.duckdb`` is a database written with schema 1 (its generator,
 ``make_v1_fixture.py``, holds the version-1 DDL verbatim); the tests migrate a copy to
@@ -44,10 +48,12 @@ import duckdb
 
 from .errors import SchemaVersionError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the tables below; bump it (and add a migration) when a table changes."""
 
-TABLES: tuple[str, ...] = ("schema_meta", "runs", "splits", "logits", "estimates", "anchors")
+TABLES: tuple[str, ...] = (
+    "schema_meta", "runs", "splits", "logits", "estimates", "anchors", "ingested"
+)
 """Every table the schema creates, in creation order."""
 
 VIEWS: tuple[str, ...] = ("report_rows",)
@@ -129,6 +135,15 @@ _DDL: tuple[str, ...] = (
     )
     """,
     """
+    CREATE TABLE IF NOT EXISTS ingested (
+        sha256      VARCHAR   NOT NULL,
+        kind        VARCHAR   NOT NULL,
+        run_key     VARCHAR   NOT NULL,
+        ingested_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (sha256)
+    )
+    """,
+    """
     CREATE OR REPLACE VIEW report_rows AS
     SELECT
         r.suite,
@@ -164,6 +179,17 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE estimates ADD COLUMN IF NOT EXISTS interval_high DOUBLE",
         "ALTER TABLE estimates ADD COLUMN IF NOT EXISTS interval_level DOUBLE",
         "ALTER TABLE estimates ADD COLUMN IF NOT EXISTS per_class_json VARCHAR",
+    ),
+    2: (
+        """
+    CREATE TABLE IF NOT EXISTS ingested (
+        sha256      VARCHAR   NOT NULL,
+        kind        VARCHAR   NOT NULL,
+        run_key     VARCHAR   NOT NULL,
+        ingested_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (sha256)
+    )
+    """,
     ),
 }
 

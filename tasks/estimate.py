@@ -1,8 +1,13 @@
 """The estimate stage: fit every estimator on a run's validation logits, score every target split.
 
-Reads from DuckDB in short connections (the validation split once, then one target split at a
-time), computes without holding the database, and writes every row in one short writer
-connection at the end, so the file's lock is held briefly and another process can use it between.
+Two halves, so that the computation can run anywhere and the database has one writer:
+:func:`compute_estimates` (what a Dask worker runs) reads the run's logits from the Parquet file
+the extract stage published (:mod:`storage.results`, never DuckDB), computes, and publishes the
+rows and ALSA's anchors as content-addressed Parquet files; :func:`ingest_estimates` (the flow
+process) ingests them in one transaction. :func:`estimate_run`, the plain function, reads the
+logits from DuckDB in short connections (the validation split once, then one target split at a
+time), computes without holding the database, publishes, and ingests in one short writer
+connection at the end.
 
 Estimators see target **logits only**: target splits are read with
 :func:`storage.logits.read_target_logits`, which returns no labels. The absolute error is
@@ -19,24 +24,24 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from estimators import available_estimators, get_estimator, score_estimators
+from estimators import available_estimators, get_estimator
 from estimators.base import Estimator
-from storage.anchors import write_anchors
 from storage.db import connect
 from storage.errors import NotFoundError
-from storage.estimates import EstimateRow, estimates_digest, write_estimates
-from storage.logits import list_splits, read_target_logits, read_val
+from storage.estimates import EstimateRow, estimates_digest
+from storage.logits import SplitInfo, list_splits, read_target_logits, read_val
 from storage.paths import db_path
+from storage.results import ingest, read_logits_file, results_root, write_estimates_file
 from storage.runs import get_run
 from tasks.model_aware import MODEL_AWARE_METHODS, model_aware_rows
-from tasks.refs import CheckpointRef, EstimatesRef
+from tasks.refs import CheckpointRef, EstimatesRef, LogitsRef
 
 logger = logging.getLogger("tasks.estimate")
 
@@ -47,11 +52,12 @@ ANCHOR_ATTRIBUTES: tuple[str, str, str] = ("positions_", "peaks_", "variances_")
 def all_method_names() -> tuple[str, ...]:
     """Every method the estimate stage can run: the estimator registry, then model-aware ones.
 
-    Score estimators (``needs_score_map``: ``mano``, ``nuclear-norm``) are not among them: the
-    stage has no score-to-accuracy map to give them, so its default method list (and the
-    default benchmark output) is what it was before they were registered.
+    The score estimators (``needs_score_map``: ``mano``, ``nuclear-norm``) are among them: the
+    stage stores their score (``diagnostics["score"]``) with no accuracy (NULL), and the report
+    maps scores to accuracies on each run's labelled corruption family
+    (:mod:`tasks.score_protocol`), apart from the methods that estimate accuracy themselves.
     """
-    return (*available_estimators(include_scores=False), *MODEL_AWARE_METHODS)
+    return (*available_estimators(include_scores=True), *MODEL_AWARE_METHODS)
 
 
 def _resolve_methods(
@@ -68,13 +74,6 @@ def _resolve_methods(
         raise ValueError(
             f"methods must name at least one estimator; got an empty list. "
             f"Available: {', '.join(all_method_names())}."
-        )
-    scores = [m for m in names if m in score_estimators()]
-    if scores:
-        raise ValueError(
-            f"{scores[0]!r} is a score estimator (its accuracy needs a score-to-accuracy map "
-            f"fitted on a labelled meta-set), which the estimate stage does not run; "
-            f"available: {', '.join(all_method_names())}."
         )
     unknown = [m for m in names if m not in all_method_names()]
     if unknown:
@@ -208,6 +207,7 @@ def estimate_run(
     db: str | Path | None = None,
     code_version: str = "",
     checkpoint: CheckpointRef | None = None,
+    results: str | Path | None = None,
 ) -> EstimatesRef:
     """Fit each estimator on a run's validation split and estimate every target split.
 
@@ -233,12 +233,17 @@ def estimate_run(
         The run's trained classifier, for model-aware methods (``gnnevaluator`` on graph
         runs, :mod:`tasks.model_aware`). Without it, or on a run of another modality, those
         methods are skipped when ``methods`` is None and refused when named.
+    results : str or Path, optional
+        Results root the estimates file is published under
+        (:func:`storage.results.results_root`); default ``$ALSA_BENCH_RESULTS``, else
+        ``results/`` beside the database.
 
     Returns
     -------
     EstimatesRef
-        The run key, the database path and :func:`storage.estimates.estimates_digest` of the
-        rows written (independent of timings, so identical results give identical digests).
+        The run key, the database path, :func:`storage.estimates.estimates_digest` of the
+        rows written (independent of timings, so identical results give identical digests) and
+        the published Parquet file.
 
     Raises
     ------
@@ -272,6 +277,141 @@ def estimate_run(
         raise NotFoundError(
             f"Run {run_key!r} has no target splits stored in {str(path)!r}; nothing to estimate."
         )
+
+    def read_target(split: str) -> NDArray[np.float32]:
+        with connect(path) as con:
+            return read_target_logits(con, run_key, split)
+
+    rows, anchors = _estimate_rows(
+        run_key, run.seed, val_logits, val_labels, targets, read_target, names, params,
+        model_aware, checkpoint, code_version,
+    )
+    published = write_estimates_file(run_key, rows, anchors, results_root(results, db=path))
+    with connect(path) as con:
+        ingest(con, published.path)
+    logger.info(
+        "Run %s: wrote %d estimates and anchors of %d methods to %s",
+        run_key,
+        len(rows),
+        len(anchors),
+        path,
+    )
+    return EstimatesRef(
+        run_key=run_key, db_path=str(path), digest=estimates_digest(rows),
+        path=published.path, sha256=published.sha256,
+    )
+
+
+def compute_estimates(
+    logits: LogitsRef,
+    *,
+    methods: Sequence[str] | None = None,
+    method_params: Mapping[str, Mapping[str, Any]] | None = None,
+    code_version: str = "",
+    checkpoint: CheckpointRef | None = None,
+    results: str | Path | None = None,
+) -> EstimatesRef:
+    """Estimate a run from its published logits file and publish the estimates; no database.
+
+    What a worker runs: the logits come from ``logits.path`` (its hash checked), the rows and
+    anchors go to ``<results>/estimates/`` and ``<results>/anchors/``; :func:`ingest_estimates`
+    stores them. Methods, parameters and errors as :func:`estimate_run`.
+
+    Parameters
+    ----------
+    logits : LogitsRef
+        From :func:`tasks.extract.compute_logits` (or the ingested one).
+    methods, method_params, code_version, checkpoint
+        As :func:`estimate_run`.
+    results : str or Path, optional
+        Results root; default the root ``logits.path`` lies in.
+
+    Returns
+    -------
+    EstimatesRef
+
+    Raises
+    ------
+    storage.results.ResultCorruptError
+        If the logits file is missing or does not match its hash.
+    ValueError
+        As :func:`estimate_run`.
+    NotFoundError
+        If the file holds no target split.
+    """
+    if not isinstance(logits, LogitsRef) or not logits.path:
+        raise TypeError(f"logits must be a LogitsRef with a result file; got {logits!r}.")
+    run_key = logits.run_key
+    names, params = _resolve_methods(methods, method_params)
+    names, model_aware = _split_model_aware(names, methods is None, run_key, checkpoint)
+    content = read_logits_file(logits.path)
+    if content.run.run_key != run_key:
+        raise ValueError(
+            f"logits file {logits.path!r} holds run {content.run.run_key!r}, not {run_key!r}."
+        )
+    targets = content.targets()
+    if not targets:
+        raise NotFoundError(
+            f"Run {run_key!r} has no target splits in {logits.path!r}; nothing to estimate."
+        )
+    val_logits, val_labels = content.val()
+    rows, anchors = _estimate_rows(
+        run_key, content.run.seed, val_logits, val_labels, targets, content.target_logits,
+        names, params, model_aware, checkpoint, code_version,
+    )
+    root = Path(results) if results is not None else Path(logits.path).parent.parent
+    published = write_estimates_file(run_key, rows, anchors, root)
+    logger.info("Run %s: published %d estimates as %s", run_key, len(rows), published.path)
+    return EstimatesRef(
+        run_key=run_key, db_path=logits.db_path, digest=estimates_digest(rows),
+        path=published.path, sha256=published.sha256,
+    )
+
+
+def ingest_estimates(ref: EstimatesRef) -> EstimatesRef:
+    """Ingest a run's published estimates (and anchors) into its database; idempotent.
+
+    Parameters
+    ----------
+    ref : EstimatesRef
+        From :func:`compute_estimates`.
+
+    Returns
+    -------
+    EstimatesRef
+        ``ref`` itself.
+
+    Raises
+    ------
+    storage.results.ResultCorruptError
+        If a file is missing or does not match its hash (delete it and rerun the stage).
+    TypeError
+        If ``ref`` is not an :class:`~tasks.refs.EstimatesRef` with a file.
+    """
+    if not isinstance(ref, EstimatesRef) or not ref.path:
+        raise TypeError(f"ref must be an EstimatesRef with a result file; got {ref!r}.")
+    with connect(ref.db_path) as con:
+        ingest(con, ref.path)
+    return ref
+
+
+def _estimate_rows(
+    run_key: str,
+    run_seed: int,
+    val_logits: NDArray[np.float32],
+    val_labels: NDArray[np.int64],
+    targets: Sequence[SplitInfo],
+    read_target: Callable[[str], NDArray[np.float32]],
+    names: Sequence[str],
+    params: Mapping[str, Mapping[str, Any]],
+    model_aware: Sequence[str],
+    checkpoint: CheckpointRef | None,
+    code_version: str,
+) -> tuple[list[EstimateRow], dict[str, tuple[Any, Any, Any]]]:
+    """Fit every method on the validation split, estimate every target split (its logits only).
+
+    Returns the estimate rows and the anchors of the fitted methods that have them.
+    """
     logger.info(
         "Run %s: %d validation samples, %d target splits, methods %s",
         run_key,
@@ -283,7 +423,7 @@ def estimate_run(
     fitted: dict[str, Estimator] = {}
     fit_seconds: dict[str, float] = {}
     for method in names:
-        estimator = build_estimator(method, params.get(method, {}), run.seed)
+        estimator = build_estimator(method, params.get(method, {}), run_seed)
         start = time.perf_counter()
         try:
             estimator.fit(val_logits, val_labels)
@@ -297,8 +437,7 @@ def estimate_run(
 
     rows: list[EstimateRow] = []
     for info in targets:
-        with connect(path) as con:
-            target_logits = read_target_logits(con, run_key, info.split)
+        target_logits = read_target(info.split)
         for method, estimator in fitted.items():
             start = time.perf_counter()
             try:
@@ -350,15 +489,4 @@ def estimate_run(
         ))
 
     anchors = {m: a for m, est in fitted.items() if (a := _anchors_of(est)) is not None}
-    with connect(path) as con:
-        write_estimates(con, run_key, rows)
-        for method, (positions, peaks, variances) in anchors.items():
-            write_anchors(con, run_key, method, positions, peaks, variances)
-    logger.info(
-        "Run %s: wrote %d estimates and anchors of %d methods to %s",
-        run_key,
-        len(rows),
-        len(anchors),
-        path,
-    )
-    return EstimatesRef(run_key=run_key, db_path=str(path), digest=estimates_digest(rows))
+    return rows, anchors

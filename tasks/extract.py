@@ -7,9 +7,12 @@ samples the training run held out), and the target splits come from the shift ca
 (:mod:`tasks.shifts.cache`, generated on first use). Logits come from the modality's adapter
 (:mod:`tasks.modalities`): batches of images, or one full-batch pass over each split's graph.
 All logits are computed and checked first (one row per sample, ``n_classes`` columns, finite,
-labels in range), with the model in eval mode and no gradients; only then does one short
-writable DuckDB connection store the run row and every split, each split replaced in its own
-transaction. A split that fails the checks leaves the database untouched.
+labels in range), with the model in eval mode and no gradients; only then are they published as
+one immutable, content-addressed Parquet file (:func:`storage.results.write_logits_file`) under
+the results root. :func:`compute_logits` stops there (it is what a Dask worker runs: it never
+opens the database); :func:`ingest_logits` is the single writer's half, replacing the run's
+partition in one transaction (:func:`storage.results.ingest`); :func:`extract_logits` does both.
+A split that fails the checks writes nothing.
 
 Splits written (``storage.logits.SplitInfo``):
 
@@ -23,15 +26,17 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from storage.db import connect
-from storage.logits import SplitInfo, run_digest, write_split
+from storage.logits import SplitInfo, run_digest
 from storage.paths import data_dir, db_path
-from storage.runs import RunInfo, upsert_run
+from storage.results import ingest, results_root, write_logits_file
+from storage.runs import RunInfo
 from tasks.backbones import check_backbone, get_backbone
 from tasks.datasets import get_dataset_spec
 from tasks.datasets._files import file_digest, files_digest
@@ -150,8 +155,11 @@ def extract_logits(
     device: str = "auto",
     batch_size: int = 1024,
     code_version: str = "",
+    results: str | Path | None = None,
 ) -> LogitsRef:
-    """Compute and store the logits of every split of one run.
+    """Compute the logits of every split of one run, publish them, and ingest them.
+
+    :func:`compute_logits` then :func:`ingest_logits`, in this process.
 
     Parameters
     ----------
@@ -167,11 +175,15 @@ def extract_logits(
         Rows per forward pass.
     code_version : str, default ""
         Version of the code, recorded in the ``runs`` row.
+    results : str or Path, optional
+        Results root (:func:`storage.results.results_root`); default ``$ALSA_BENCH_RESULTS``,
+        else ``results/`` beside the database.
 
     Returns
     -------
     LogitsRef
-        Run key, database path and :func:`storage.logits.run_digest` of the stored rows.
+        Run key, database path, :func:`storage.logits.run_digest` of the stored rows, and the
+        Parquet file with its SHA-256.
 
     Raises
     ------
@@ -186,6 +198,36 @@ def extract_logits(
         is invalid. Nothing is written then.
     storage.errors.StorageLockedError
         If another process holds the database for longer than the retries.
+    """
+    database = Path(db) if db is not None else db_path()
+    ref = compute_logits(
+        checkpoint, suite=suite, db=database, device=device, batch_size=batch_size,
+        code_version=code_version, results=results,
+    )
+    return ingest_logits(ref)
+
+
+def compute_logits(
+    checkpoint: CheckpointRef,
+    *,
+    suite: str = "fmnist",
+    db: str | Path | None = None,
+    device: str = "auto",
+    batch_size: int = 1024,
+    code_version: str = "",
+    results: str | Path | None = None,
+) -> LogitsRef:
+    """Compute the logits of every split of one run and publish them as one Parquet file.
+
+    Never opens the database: this is what a worker runs. Parameters and errors as
+    :func:`extract_logits`; ``db`` only names the database the flow will ingest into (and,
+    without ``results``, places the results root beside it).
+
+    Returns
+    -------
+    LogitsRef
+        With ``path`` and ``sha256`` of the published file and an empty ``digest`` (the
+        rows are not ingested yet; :func:`ingest_logits` fills it in).
     """
     if not isinstance(checkpoint, CheckpointRef):
         raise TypeError(f"checkpoint must be a CheckpointRef; got {type(checkpoint).__name__}.")
@@ -242,17 +284,47 @@ def extract_logits(
         train_seconds=None if train_seconds is None else float(train_seconds),
     )
     t1 = time.perf_counter()
-    with connect(database) as con:
-        upsert_run(con, run)
-        for info, logits, labels in computed:
-            write_split(con, checkpoint.run_key, info, logits, labels)
-        digest = run_digest(con, checkpoint.run_key)
+    published = write_logits_file(run, computed, results_root(results, db=database))
     logger.info(
-        "%s: logits of %d splits (%d rows) computed in %.1f s, written in %.1f s",
+        "%s: logits of %d splits (%d rows) computed in %.1f s, published in %.1f s as %s",
         checkpoint.run_key,
         len(computed),
         sum(int(lab.shape[0]) for _, _, lab in computed),
         compute_seconds,
         time.perf_counter() - t1,
+        published.path,
     )
-    return LogitsRef(run_key=checkpoint.run_key, db_path=str(database), digest=digest)
+    return LogitsRef(
+        run_key=checkpoint.run_key, db_path=str(database), digest="", path=published.path,
+        sha256=published.sha256,
+    )
+
+
+def ingest_logits(ref: LogitsRef) -> LogitsRef:
+    """Ingest a run's published logits into its database (the single writer's half).
+
+    Idempotent: a file the database already holds is not written again.
+
+    Parameters
+    ----------
+    ref : LogitsRef
+        From :func:`compute_logits`.
+
+    Returns
+    -------
+    LogitsRef
+        ``ref`` with ``digest`` set to :func:`storage.logits.run_digest` of the stored rows.
+
+    Raises
+    ------
+    storage.results.ResultCorruptError
+        If the file is missing or does not match its hash (delete it and rerun the stage).
+    TypeError
+        If ``ref`` is not a :class:`~tasks.refs.LogitsRef` with a file.
+    """
+    if not isinstance(ref, LogitsRef) or not ref.path:
+        raise TypeError(f"ref must be a LogitsRef with a result file; got {ref!r}.")
+    with connect(ref.db_path) as con:
+        ingest(con, ref.path)
+        digest = run_digest(con, ref.run_key)
+    return replace(ref, digest=digest)

@@ -8,7 +8,7 @@ stays cached.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -34,20 +34,57 @@ class CheckpointRef:
 
 @dataclass(frozen=True)
 class LogitsRef:
-    """Logits of every split of one run, stored in DuckDB; digest over the stored rows."""
+    """Logits of every split of one run: its Parquet result file, and the rows ingested from it.
+
+    Attributes
+    ----------
+    run_key : str
+        The run.
+    db_path : str
+        The DuckDB file the flow process ingests into (workers never open it).
+    digest : str
+        :func:`storage.logits.run_digest` of the ingested rows; ``""`` on the reference a worker
+        returns before the flow ingested the file (:func:`tasks.extract.compute_logits`).
+    path : str
+        ``<results>/logits/<sha256>.parquet`` (:mod:`storage.results`).
+    sha256 : str
+        SHA-256 of that file's bytes.
+    """
 
     run_key: str
     db_path: str
     digest: str
+    path: str = ""
+    sha256: str = ""
 
 
 @dataclass(frozen=True)
 class EstimatesRef:
-    """Estimates of every method on every target split of one run; digest over the rows."""
+    """Estimates of every method on every target split of one run, and their Parquet file.
+
+    Two references are equal when their results are (run, database and digest): the file also
+    holds wall-clock timings, so a re-run that gives the same estimates writes another file.
+
+    Attributes
+    ----------
+    run_key : str
+        The run.
+    db_path : str
+        The DuckDB file the flow process ingests into.
+    digest : str
+        :func:`storage.estimates.estimates_digest` of the rows (timings left out).
+    path : str
+        ``<results>/estimates/<sha256>.parquet`` (:mod:`storage.results`); it names the anchors
+        file, if any.
+    sha256 : str
+        SHA-256 of that file's bytes.
+    """
 
     run_key: str
     db_path: str
     digest: str
+    path: str = field(default="", compare=False)
+    sha256: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)

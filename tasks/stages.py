@@ -16,6 +16,14 @@ module adds is orchestration policy:
   (checkpoint deleted or overwritten, database reset, report folder re-written for another
   selection) is recomputed instead of trusted.
 
+* **Compute anywhere, write once**: the extract and estimate tasks never open the database;
+  they publish content-addressed Parquet files (:mod:`storage.results`) and the flow process
+  ingests them (:func:`ingest_result`), so the tasks can run on Dask workers.
+* **Pinned threads** (:mod:`tasks.threads`): each task runs with ``threads`` torch/BLAS
+  threads, the same in every layout; ``threads`` is left out of the cache key.
+* **Damaged cache records** (:func:`discard_damaged_record`): a garbage record in Prefect's
+  result folder is removed and the stage recomputed, with one log line saying so.
+
 Stages pass the small frozen references of :mod:`tasks.refs`, never arrays. The ablation flow's
 labelled estimator variants (:func:`estimate_variants`, :func:`ablation_task`) live here too:
 the estimate stage stores results under registry keys, the ablations under labels such as
@@ -24,6 +32,7 @@ the estimate stage stores results under registry keys, the ablations under label
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +44,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from storage.db import is_lock_error
 from tasks.refs import CheckpointRef, DatasetRef, EstimatesRef, LogitsRef, ReportRef
+from tasks.threads import pinned_threads
 from tasks.versions import REFRESH_ALL, STAGES, parse_refresh
 
 __all__ = [
@@ -43,14 +53,17 @@ __all__ = [
     "STAGE_CACHE",
     "StageOutcome",
     "ablation_task",
+    "discard_damaged_record",
     "download_task",
     "estimate_task",
     "estimate_variants",
     "extract_task",
+    "ingest_result",
     "output_exists",
     "parse_refresh",
     "report_fingerprint",
     "report_task",
+    "result_intact",
     "retry_on_lock",
     "run_stage",
     "seeds_list",
@@ -60,6 +73,11 @@ __all__ = [
 
 #: Cross-run, code-aware cache policy of every stage task.
 STAGE_CACHE: Final = INPUTS + TASK_SOURCE
+#: The same for tasks that take a ``threads`` pin: the pin is not part of the key, so the
+#: sequential and the distributed layouts share one cache.
+PINNED_STAGE_CACHE: Final = (INPUTS - "threads") + TASK_SOURCE
+
+logger = logging.getLogger("tasks.stages")
 #: Waits between retries of a task that met a DuckDB lock (seconds).
 LOCK_RETRY_DELAYS: Final[list[float]] = [5.0, 20.0, 60.0]
 
@@ -104,7 +122,7 @@ def download_task(name: str, root: str, code_version: str) -> DatasetRef:
 
 @task(
     name="train",
-    cache_policy=STAGE_CACHE,
+    cache_policy=PINNED_STAGE_CACHE,
     task_run_name="train-{dataset.name}-{backbone}-s{seed}",
 )
 def train_task(
@@ -116,22 +134,22 @@ def train_task(
     device: str,
     checkpoint_dir: str,
     code_version: str,
+    threads: int = 1,
 ) -> CheckpointRef:
-    """Train one classifier (:func:`tasks.train.train_classifier`)."""
+    """Train one classifier (:func:`tasks.train.train_classifier`) on ``threads`` threads."""
     from tasks.train import train_classifier
 
-    return train_classifier(
-        dataset, backbone, seed, epochs=epochs, device=device,
-        checkpoint_dir=Path(checkpoint_dir), max_train_samples=max_train_samples, progress=False,
-    )
+    with pinned_threads(threads):
+        return train_classifier(
+            dataset, backbone, seed, epochs=epochs, device=device,
+            checkpoint_dir=Path(checkpoint_dir), max_train_samples=max_train_samples,
+            progress=False,
+        )
 
 
 @task(
     name="extract",
-    cache_policy=STAGE_CACHE,
-    retries=len(LOCK_RETRY_DELAYS),
-    retry_delay_seconds=LOCK_RETRY_DELAYS,
-    retry_condition_fn=retry_on_lock,
+    cache_policy=PINNED_STAGE_CACHE,
     task_run_name="extract-{checkpoint.run_key}",
 )
 def extract_task(
@@ -141,22 +159,26 @@ def extract_task(
     device: str,
     batch_size: int,
     code_version: str,
+    results: str = "",
+    threads: int = 1,
 ) -> LogitsRef:
-    """Store the logits of every split of one run (:func:`tasks.extract.extract_logits`)."""
-    from tasks.extract import extract_logits
+    """Publish the logits of every split of one run (:func:`tasks.extract.compute_logits`).
 
-    return extract_logits(
-        checkpoint, suite=suite, db=db, device=device, batch_size=batch_size,
-        code_version=code_version,
-    )
+    Never opens the database ``db`` (it only names where the flow ingests): the returned
+    reference points at a Parquet file under ``results`` for :func:`ingest_result`.
+    """
+    from tasks.extract import compute_logits
+
+    with pinned_threads(threads):
+        return compute_logits(
+            checkpoint, suite=suite, db=db, device=device, batch_size=batch_size,
+            code_version=code_version, results=results or None,
+        )
 
 
 @task(
     name="estimate",
-    cache_policy=STAGE_CACHE,
-    retries=len(LOCK_RETRY_DELAYS),
-    retry_delay_seconds=LOCK_RETRY_DELAYS,
-    retry_condition_fn=retry_on_lock,
+    cache_policy=PINNED_STAGE_CACHE,
     task_run_name="estimate-{logits.run_key}",
 )
 def estimate_task(
@@ -165,19 +187,22 @@ def estimate_task(
     method_params: dict[str, dict[str, Any]] | None,
     code_version: str,
     checkpoint: CheckpointRef | None = None,
+    threads: int = 1,
 ) -> EstimatesRef:
-    """Fit and score every method on one run (:func:`tasks.estimate.estimate_run`).
+    """Fit and score every method on one run (:func:`tasks.estimate.compute_estimates`).
 
-    Takes the :class:`~tasks.refs.LogitsRef` (not only the run key) so that new logits, with a
-    new digest, invalidate the cached estimates; the :class:`~tasks.refs.CheckpointRef` lets
-    model-aware methods (GNNEvaluator on graph runs) load the trained model.
+    Takes the :class:`~tasks.refs.LogitsRef` (its file and hash, not only the run key) so
+    that new logits invalidate the cached estimates, and reads the logits from that file, not
+    from the database; the :class:`~tasks.refs.CheckpointRef` lets model-aware methods
+    (GNNEvaluator on graph runs) load the trained model.
     """
-    from tasks.estimate import estimate_run
+    from tasks.estimate import compute_estimates
 
-    return estimate_run(
-        logits.run_key, methods=methods, method_params=method_params, db=logits.db_path,
-        code_version=code_version, checkpoint=checkpoint,
-    )
+    with pinned_threads(threads):
+        return compute_estimates(
+            logits, methods=methods, method_params=method_params, code_version=code_version,
+            checkpoint=checkpoint,
+        )
 
 
 @task(
@@ -414,6 +439,7 @@ def run_stage(
     *args: Any,
     key: str,
     check: Callable[[Any], bool] | None = None,
+    ingest: Callable[[Any], Any] | None = None,
     **kwargs: Any,
 ) -> tuple[Any, StageOutcome]:
     """Run a stage task, honouring ``refresh`` and re-running it if its cached output is gone.
@@ -433,11 +459,14 @@ def run_stage(
     check : callable, optional
         ``check(result) -> bool``: whether the result's output still exists (e.g.
         :func:`output_exists`). When it says no, the task is run again with its cache refreshed.
+    ingest : callable, optional
+        ``ingest(result) -> result``: run in this process after the check (e.g.
+        :func:`ingest_result`); its return value is the stage's result.
 
     Returns
     -------
     result : object
-        The task's return value.
+        The task's return value (after ``ingest``).
     outcome : StageOutcome
 
     Raises
@@ -451,7 +480,10 @@ def run_stage(
 
     kill_point(stage)
     start = time.perf_counter()
-    runner = stage_task.with_options(refresh_cache=True) if stage in refresh else stage_task
+    fresh = stage in refresh
+    if not fresh:
+        discard_damaged_record(stage_task, args, kwargs, key=key)
+    runner = stage_task.with_options(refresh_cache=True) if fresh else stage_task
     state = runner(*args, return_state=True, **kwargs)
     result = state.result()
     healed = False
@@ -463,12 +495,108 @@ def run_stage(
             raise RuntimeError(
                 f"Stage {stage!r} ({key}) finished but its output is missing: {result!r}."
             )
+    if ingest is not None:
+        result = ingest(result)
     outcome = StageOutcome(
         stage=stage, key=key, state=str(state.name), seconds=time.perf_counter() - start,
         healed=healed,
     )
     kill_point(stage, "end")
     return result, outcome
+
+
+def cache_record_path(stage_task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Path:
+    """Where Prefect keeps the cache record of ``stage_task(*args, **kwargs)``.
+
+    The key is computed with the task's own cache policy, exactly as Prefect's task engine
+    does; the folder is the task's result storage or ``PREFECT_RESULTS_LOCAL_STORAGE_PATH``.
+    """
+    from types import SimpleNamespace
+
+    from prefect.settings import get_current_settings
+    from prefect.utilities.callables import get_call_parameters
+
+    params = get_call_parameters(stage_task.fn, tuple(args), dict(kwargs))
+    cache_key = stage_task.cache_policy.compute_key(
+        task_ctx=SimpleNamespace(task=stage_task), inputs=params, flow_parameters={}
+    )
+    storage = getattr(stage_task, "result_storage", None)
+    base = getattr(storage, "basepath", None) or get_current_settings().results.local_storage_path
+    return Path(base).expanduser() / str(cache_key)
+
+
+def discard_damaged_record(
+    stage_task: Any, args: Sequence[Any], kwargs: dict[str, Any], *, key: str = ""
+) -> Path | None:
+    """Remove the task's cache record if it is garbage, saying so in one log line.
+
+    Prefect treats an unreadable record as a miss and silently recomputes; this makes it
+    visible (and removes the file first, so nothing half-reads it). A healthy or missing
+    record is left alone.
+
+    Returns
+    -------
+    Path or None
+        The removed record, or None.
+    """
+    from prefect.results import ResultRecord
+
+    try:
+        path = cache_record_path(stage_task, args, kwargs)
+    except Exception:  # a key that cannot be computed: Prefect will not cache either
+        return None
+    if not path.is_file():
+        return None
+    try:
+        record = ResultRecord.deserialize(path.read_bytes())
+        _ = record.result
+    except Exception as exc:
+        path.unlink(missing_ok=True)
+        logger.warning(
+            "cached result of stage %r (%s) at %s is damaged (%s); recomputing the stage.",
+            stage_task.name, key, path, type(exc).__name__,
+        )
+        return path
+    return None
+
+
+def ingest_result(ref: Any) -> Any:
+    """Ingest a worker's published result into the database, in this (the flow's) process.
+
+    ``LogitsRef`` → :func:`tasks.extract.ingest_logits` (returns the reference with the
+    stored rows' digest); ``EstimatesRef`` → :func:`tasks.estimate.ingest_estimates`.
+
+    Raises
+    ------
+    TypeError
+        For any other reference.
+    """
+    if isinstance(ref, LogitsRef):
+        from tasks.extract import ingest_logits
+
+        return ingest_logits(ref)
+    if isinstance(ref, EstimatesRef):
+        from tasks.estimate import ingest_estimates
+
+        return ingest_estimates(ref)
+    raise TypeError(f"ref must be a LogitsRef or an EstimatesRef; got {type(ref).__name__}.")
+
+
+def result_intact(ref: Any) -> bool:
+    """Whether the result file a ``LogitsRef``/``EstimatesRef`` points at exists, unchanged.
+
+    For an estimates file the anchors file it names is checked too.
+    """
+    from storage.results import ResultCorruptError, read_estimates_file, verify_file
+
+    if not isinstance(ref, (LogitsRef, EstimatesRef)) or not ref.path:
+        return False
+    try:
+        if isinstance(ref, LogitsRef):
+            return verify_file(ref.path) == ref.sha256
+        return verify_file(ref.path) == ref.sha256 and bool(read_estimates_file(ref.path).rows)
+    except ResultCorruptError:
+        return False
 
 
 # ------------------------------------------------------------------------------------ outputs
@@ -486,9 +614,12 @@ def output_exists(
     ref : DatasetRef, CheckpointRef, LogitsRef, EstimatesRef or ReportRef
         ``DatasetRef``: every raw file of the dataset exists under its root.
         ``CheckpointRef``: the file exists with the recorded SHA-256.
-        ``LogitsRef``: the database holds the run's splits with the recorded digest.
-        ``EstimatesRef``: the database holds the run's estimates of ``methods`` with the
-        recorded digest.
+        ``LogitsRef``: the Parquet file is intact (:func:`result_intact`), it is the one the
+        database holds for the run (``ingested``), and the run's splits have the recorded
+        digest.
+        ``EstimatesRef``: the file is intact and ingested (when the reference has one: ablation
+        variants are written to the database directly), and the database holds the run's
+        estimates of ``methods`` with the recorded digest.
         ``ReportRef``: ``report.md`` exists (and carries ``fingerprint`` when one is given).
     methods : sequence of str, optional
         For an ``EstimatesRef``: the method names the estimates were written under; default
@@ -517,9 +648,13 @@ def output_exists(
             fingerprint is None or read_fingerprint(folder) == fingerprint
         )
     if isinstance(ref, LogitsRef):
-        return _db_check(ref.db_path, lambda con: _logits_match(con, ref))
+        return result_intact(ref) and _db_check(ref.db_path, lambda con: _logits_match(con, ref))
     if isinstance(ref, EstimatesRef):
-        return _db_check(ref.db_path, lambda con: _estimates_match(con, ref, methods))
+        if not ref.path:  # written to the database directly (ablation variants)
+            return _db_check(ref.db_path, lambda con: _estimates_match(con, ref, methods))
+        return result_intact(ref) and _db_check(
+            ref.db_path, lambda con: _estimates_match(con, ref, methods)
+        )
     raise TypeError(
         f"ref must be a DatasetRef, CheckpointRef, LogitsRef, EstimatesRef or ReportRef; "
         f"got {type(ref).__name__}."
@@ -560,14 +695,23 @@ def _db_check(db: str, probe: Callable[[Any], bool]) -> bool:
 
 def _logits_match(con: Any, ref: LogitsRef) -> bool:
     from storage.logits import list_splits, run_digest
+    from storage.results import current_file
 
-    return bool(list_splits(con, ref.run_key)) and run_digest(con, ref.run_key) == ref.digest
+    return (
+        current_file(con, "logits", ref.run_key) == ref.sha256
+        and bool(list_splits(con, ref.run_key))
+        and run_digest(con, ref.run_key) == ref.digest
+    )
 
 
 def _estimates_match(con: Any, ref: EstimatesRef, methods: Sequence[str] | None) -> bool:
     from storage.estimates import estimates_digest, read_estimates
     from tasks.estimate import all_method_names
 
+    from storage.results import current_file
+
+    if ref.path and current_file(con, "estimates", ref.run_key) != ref.sha256:
+        return False
     wanted = set(all_method_names() if methods is None else methods)
     rows = [r for r in read_estimates(con, ref.run_key) if r.method in wanted]
     return bool(rows) and estimates_digest(rows) == ref.digest

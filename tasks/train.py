@@ -127,12 +127,17 @@ def resolve_device(device: str) -> torch.device:
 
 
 def default_threads() -> int:
-    """Torch threads for a stage: ``min(2, cpu count)``, capped by ``$OMP_NUM_THREADS`` if set.
+    """Torch threads for a stage: the task's pin (``$ALSA_BENCH_TASK_THREADS``, set by
+    :func:`tasks.threads.pinned_threads`) or ``min(2, cpu count)``, capped by
+    ``$OMP_NUM_THREADS`` if set.
 
     Two threads match the benchmark's 2-core budget; an explicit ``OMP_NUM_THREADS`` (tests use
     1, deployments may set 2) lowers it, because torch's ``set_num_threads`` would otherwise
     override it and oversubscribe a shared machine.
     """
+    pinned = os.environ.get("ALSA_BENCH_TASK_THREADS", "")
+    if pinned.isdigit() and int(pinned) >= 1:  # a task's pin (tasks.threads.pinned_threads)
+        return int(pinned)
     threads = min(2, os.cpu_count() or 1)
     env = os.environ.get("OMP_NUM_THREADS", "")
     if env.isdigit() and int(env) >= 1:

@@ -66,23 +66,31 @@ def _load_pool(root: Path):
         return TargetPool(samples=data["pool_x"], labels=data["pool_y"], n_classes=TINY_CLASSES)
 
 
-@pytest.fixture
-def tiny_suite(monkeypatch: pytest.MonkeyPatch) -> str:
-    """Register dataset ``tiny`` (suite ``tiny``): 240 training images, 120 validation images,
+def tiny_spec():
+    """The ``tiny`` dataset entry (suite ``tiny``): 240 training images, 120 validation images,
     two target splits (``clean`` and one label-shifted draw of 100 images)."""
-    import tasks.datasets as datasets
-    import tasks.shifts.label_shift as label_shift
     from tasks.datasets import DatasetSpec
     from tasks.datasets.fmnist import images_to_inputs
 
-    spec = DatasetSpec(
+    return DatasetSpec(
         name="tiny", suite=TINY_SUITE, description="test-only: 3 classes of banded noise",
         modality="image", n_classes=TINY_CLASSES, class_names=("top", "middle", "bottom"),
         input_shape=(1, 28, 28), target_families=("clean", "label_shift"), stage=_stage,
         raw_files=_raw_files, load_source=_load_source, load_target_pool=_load_pool, to_inputs=images_to_inputs,
     )
-    monkeypatch.setitem(datasets.DATASETS, "tiny", spec)
-    monkeypatch.setattr(label_shift, "LABEL_SHIFT_ALPHAS", (1.0,))
-    monkeypatch.setattr(label_shift, "LABEL_SHIFT_DRAWS", 1)
-    monkeypatch.setattr(label_shift, "LABEL_SHIFT_SIZE", 100)
+
+
+#: Label-shift settings of the tiny suite (module attribute -> value).
+TINY_LABEL_SHIFT = {"LABEL_SHIFT_ALPHAS": (1.0,), "LABEL_SHIFT_DRAWS": 1, "LABEL_SHIFT_SIZE": 100}
+
+
+@pytest.fixture
+def tiny_suite(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Register dataset ``tiny`` (:func:`tiny_spec`) for one test."""
+    import tasks.datasets as datasets
+    import tasks.shifts.label_shift as label_shift
+
+    monkeypatch.setitem(datasets.DATASETS, "tiny", tiny_spec())
+    for name, value in TINY_LABEL_SHIFT.items():
+        monkeypatch.setattr(label_shift, name, value)
     return TINY_SUITE

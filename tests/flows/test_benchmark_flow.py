@@ -65,7 +65,7 @@ def test_benchmark_runs_then_caches_then_refreshes_estimate(
     shutil.rmtree(report)
     healed = _run()
     report_outcome = [o for o in healed.outcomes if o.stage == "report"][0]
-    assert report_outcome.healed and (report / "report.md").is_file()
+    assert report_outcome.healed and (report / "report.md").is_file(), healed.outcomes
     assert all(o.cached for o in healed.outcomes if o.stage != "report")
 
 
@@ -148,3 +148,66 @@ def test_ablations_store_variants_beside_the_main_estimates(
         p.name for p in folder.iterdir()
     }
     assert "alsa-g[freeze=peaks+variances]" in (folder / "mae.txt").read_text()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_garbage_cached_results_are_recomputed_with_one_line_each(
+    prefect_server, tiny_suite, state_home, caplog
+) -> None:
+    import logging
+    import os
+
+    from storage import connect, read_report_rows
+
+    records = Path(os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"])
+    before = set(records.iterdir()) if records.is_dir() else set()
+    first = _run(run_name="tiny-garbage", publish_artifacts=False)
+    with connect(read_only=True) as con:
+        expected = read_report_rows(con, suite="tiny").sort_values(["split", "method"])
+    written = sorted(set(records.iterdir()) - before)
+    assert len(written) == len(first.outcomes)  # one record per stage task
+    for path in written:
+        path.write_text("garbage{", encoding="utf-8")
+
+    with caplog.at_level(logging.WARNING, logger="tasks.stages"):
+        second = _run(run_name="tiny-garbage", publish_artifacts=False)
+    lines = [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
+    assert all("\n" not in line and "recomputing the stage" in line for line in lines)
+    # Stages whose inputs came back identical met their damaged record; the estimate's input
+    # (a logits file naming the new training time) changed, so its key is a new one.
+    named = {line.split("'")[1] for line in lines}
+    assert {"download", "train", "extract", "report"} <= named
+    assert all(str(records) in line for line in lines)
+    assert _states(second) == dict.fromkeys(
+        ("download", "train", "extract", "estimate", "report"), "Completed"
+    )
+    with connect(read_only=True) as con:
+        again = read_report_rows(con, suite="tiny").sort_values(["split", "method"])
+    assert again["estimated_accuracy"].tolist() == expected["estimated_accuracy"].tolist()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_lost_database_is_refilled_from_results_and_lost_files_are_recomputed(
+    prefect_server, tiny_suite, state_home
+) -> None:
+    from storage import connect, read_report_rows
+
+    first = _run(run_name="tiny-heal", publish_artifacts=False)
+    with connect(read_only=True) as con:
+        expected = read_report_rows(con, suite="tiny").sort_values(["split", "method"])
+    [logits], [est] = first.logits, first.estimates
+    assert Path(logits.path).parent == state_home / "results" / "logits"
+    (state_home / "bench.duckdb").unlink()
+    Path(est.path).unlink()
+
+    second = _run(run_name="tiny-heal", publish_artifacts=False)
+    by_stage = {o.stage: o for o in second.outcomes}
+    assert by_stage["extract"].cached and not by_stage["extract"].healed  # ingested again
+    assert by_stage["estimate"].healed and Path(second.estimates[0].path).is_file()
+    assert second.logits == first.logits
+    with connect(read_only=True) as con:
+        again = read_report_rows(con, suite="tiny").sort_values(["split", "method"])
+        assert con.sql("SELECT kind FROM ingested ORDER BY kind").fetchall() == [
+            ("anchors",), ("estimates",), ("logits",)
+        ]
+    assert again["estimated_accuracy"].tolist() == expected["estimated_accuracy"].tolist()

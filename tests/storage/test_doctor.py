@@ -220,8 +220,8 @@ def test_parquet_results_checked_against_their_name_and_the_ingested_table(healt
     assert any(line.startswith(f"result-hash: {bad}: content hashes to ") and
                line.endswith("delete it and rerun: the stage recomputes it") for line in lines)
     con = duckdb.connect(str(healthy / "bench.duckdb"))
-    con.execute("CREATE TABLE ingested (sha256 VARCHAR PRIMARY KEY, kind VARCHAR, "
-                "run_key VARCHAR, ingested_at TIMESTAMP)")
+    con.execute("CREATE TABLE IF NOT EXISTS ingested (sha256 VARCHAR PRIMARY KEY, kind VARCHAR, "
+                "run_key VARCHAR, ingested_at TIMESTAMP)")  # schema >= 3 has it already
     con.execute("INSERT INTO ingested VALUES (?, 'logits', ?, now())", [good.stem, RUN])
     con.close()
     result = _doctor("--repair")

@@ -160,11 +160,12 @@ def test_old_schema_database_is_migrated_and_keeps_its_rows(tmp_path):
         con.execute(statement)
     con.close()
     # read-only: refused with a message that says how to migrate
-    with pytest.raises(SchemaVersionError, match=r"version 1.*expects 2.*writable"):
+    with pytest.raises(SchemaVersionError, match=r"version 1.*expects 3.*writable"):
         with connect(db, read_only=True):
             pass
     with connect(db) as con:  # writable: migrated in place
-        assert read_schema_version(con) == SCHEMA_VERSION == 2
+        assert read_schema_version(con) == SCHEMA_VERSION == 3
+        assert _columns(con, "ingested") == ["sha256", "kind", "run_key", "ingested_at"]
         for name, columns in CONTRACT_COLUMNS.items():
             assert _columns(con, name) == columns, name
         (old,) = read_estimates(con, "r")
@@ -178,4 +179,4 @@ def test_old_schema_database_is_migrated_and_keeps_its_rows(tmp_path):
         new = [r for r in read_estimates(con, "r") if r.split == "noise"][0]
         assert (new.interval_low, new.interval_high, new.interval_level) == (0.55, 0.65, 0.9)
     with connect(db, read_only=True) as con:  # now current
-        assert read_schema_version(con) == 2
+        assert read_schema_version(con) == 3

@@ -1,0 +1,709 @@
+"""Compute anywhere, write once: immutable, content-addressed Parquet result files.
+
+Workers (a Dask worker, another machine) never open the DuckDB file. A stage that computes a
+result writes it as one Parquet file named by the SHA-256 of its bytes::
+
+    <root>/logits/<sha256>.parquet      every split of one run: logits, labels, split rows, run row
+    <root>/estimates/<sha256>.parquet   every (target split, method) estimate of one run
+    <root>/anchors/<sha256>.parquet     ALSA's fitted anchors of that run (named by the estimates)
+
+and the single writer (the flow process) ingests it with :func:`ingest`: the name is checked
+against the bytes, then the run's partition is replaced in **one** transaction with the
+ordinary writers (:func:`storage.logits.write_split`, :func:`storage.estimates.write_estimates`,
+:func:`storage.anchors.write_anchors`) and the hash is recorded in the ``ingested`` table
+(one row per file ever ingested; the latest ``ingested_at`` of a ``(kind, run_key)`` is the file
+the database currently holds). Ingesting the file that is already current changes nothing.
+
+The root is ``results_root`` when given, else ``$ALSA_BENCH_RESULTS``, else ``results/`` beside
+the database file. It can be any folder every worker and the flow process see (NFS, a cluster
+file system). An object store would plug in at :func:`_publish` and :func:`_read_bytes`: write the
+temporary file locally, hash it, then upload with ``pyarrow.fs.FileSystem.from_uri(url)``
+(``open_output_stream``) or fsspec under ``<url>/<kind>/<sha256>.parquet``; names are content
+hashes, so uploads need no locking or atomic rename.
+
+Same content gives the same bytes (and so the same name): writer options are fixed
+(:data:`PARQUET_OPTIONS`), metadata holds no time or host, and JSON metadata is written with sorted
+keys. The bytes depend on the pyarrow version (it names itself in the footer).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Final
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from numpy.typing import NDArray
+
+from .anchors import write_anchors
+from .db import checkpoint, transaction
+from .errors import StorageError
+from .estimates import EstimateRow, write_estimates
+from .logits import SplitInfo, write_split
+from .runs import RunInfo, upsert_run
+
+__all__ = [
+    "KINDS",
+    "PARQUET_OPTIONS",
+    "RESULTS_ENV",
+    "EstimatesContent",
+    "LogitsContent",
+    "ResultCorruptError",
+    "ResultFile",
+    "current_file",
+    "ensure_ingested_table",
+    "file_sha256",
+    "ingest",
+    "is_current",
+    "read_estimates_file",
+    "read_logits_file",
+    "results_root",
+    "verify_file",
+    "write_estimates_file",
+    "write_logits_file",
+]
+
+#: Environment variable naming the results root (a folder every worker can reach).
+RESULTS_ENV: Final[str] = "ALSA_BENCH_RESULTS"
+#: Kinds of result file, each in its own sub-folder of the root.
+KINDS: Final[tuple[str, ...]] = ("logits", "estimates", "anchors")
+#: Version of the file layout, stored in each file's metadata.
+FORMAT_VERSION: Final[int] = 1
+#: ``pyarrow.parquet.write_table`` options: fixed so that equal content gives equal bytes.
+PARQUET_OPTIONS: Final[dict[str, Any]] = {
+    "version": "2.6",
+    "compression": "zstd",
+    "compression_level": 3,
+    "use_dictionary": False,
+    "write_statistics": False,
+    "data_page_version": "1.0",
+    "write_page_index": False,
+    "write_page_checksum": False,
+    "store_schema": True,
+}
+_META_KEY: Final[bytes] = b"alsa_bench"
+
+_INGESTED_DDL: Final[str] = (
+    "CREATE TABLE IF NOT EXISTS ingested ("
+    "  sha256      VARCHAR   NOT NULL,"
+    "  kind        VARCHAR   NOT NULL,"
+    "  run_key     VARCHAR   NOT NULL,"
+    "  ingested_at TIMESTAMP NOT NULL,"
+    "  PRIMARY KEY (sha256)"
+    ")"
+)
+
+
+class ResultCorruptError(StorageError):
+    """A result file's bytes do not match its name, or it is not a readable result file."""
+
+
+@dataclass(frozen=True)
+class ResultFile:
+    """A published result file.
+
+    Attributes
+    ----------
+    kind : str
+        One of :data:`KINDS`.
+    run_key : str
+        Run the result belongs to.
+    path : str
+        ``<root>/<kind>/<sha256>.parquet``.
+    sha256 : str
+        SHA-256 of the file's bytes (its name).
+    """
+
+    kind: str
+    run_key: str
+    path: str
+    sha256: str
+
+
+@dataclass
+class LogitsContent:
+    """What a logits file holds: the run row and every split's logits and labels.
+
+    Use :meth:`val` for the labelled validation split and :meth:`target_logits` for a target
+    split (no labels: what an estimator may see).
+    """
+
+    run: RunInfo
+    splits: list[SplitInfo]
+    arrays: dict[str, tuple[NDArray[np.float32], NDArray[np.int64]]] = field(repr=False)
+
+    def val(self) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+        """Logits and labels of the validation split."""
+        [info] = [s for s in self.splits if s.role == "val"]
+        return self.arrays[info.split]
+
+    def targets(self) -> list[SplitInfo]:
+        """The target splits, in file order."""
+        return [s for s in self.splits if s.role == "target"]
+
+    def target_logits(self, split: str) -> NDArray[np.float32]:
+        """Logits of one target split, without labels.
+
+        Raises
+        ------
+        ValueError
+            If ``split`` is not a target split of the file.
+        """
+        names = [s.split for s in self.targets()]
+        if split not in names:
+            raise ValueError(f"split must be one of the target splits {names}; got {split!r}.")
+        return self.arrays[split][0]
+
+
+@dataclass
+class EstimatesContent:
+    """What an estimates file (and the anchors file it names) holds."""
+
+    run_key: str
+    rows: list[EstimateRow]
+    anchors: dict[str, tuple[NDArray[np.float32], NDArray[np.float64], NDArray[np.float64]]]
+    anchors_sha256: str | None
+
+
+# ------------------------------------------------------------------------------------ paths
+def results_root(results_root: str | Path | None = None, *, db: str | Path | None = None) -> Path:
+    """Folder result files are published under.
+
+    Parameters
+    ----------
+    results_root : str or Path, optional
+        Explicit root; wins over everything else.
+    db : str or Path, optional
+        The database file; without ``results_root`` and ``$ALSA_BENCH_RESULTS`` the root is
+        ``results/`` beside it (default :func:`storage.paths.db_path`).
+
+    Returns
+    -------
+    Path
+    """
+    if results_root is not None and str(results_root):
+        return Path(results_root)
+    env = os.environ.get(RESULTS_ENV)
+    if env:
+        return Path(env)
+    if db is None:
+        from .paths import db_path
+
+        db = db_path()
+    return Path(db).parent / "results"
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify_file(path: str | Path) -> str:
+    """Check that a result file exists and that its bytes hash to its name.
+
+    Returns
+    -------
+    str
+        The SHA-256.
+
+    Raises
+    ------
+    ResultCorruptError
+        If the file is missing, misnamed, or its content does not match its name (one line,
+        naming the file and the remedy).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ResultCorruptError(
+            f"result file {str(p)!r} does not exist; rerun the stage that writes it."
+        )
+    name = p.name.removesuffix(".parquet")
+    if len(name) != 64 or any(ch not in "0123456789abcdef" for ch in name):
+        raise ResultCorruptError(
+            f"result file {str(p)!r} is not named <sha256>.parquet; it was not written by "
+            f"alsa-bench: delete it."
+        )
+    sha = file_sha256(p)
+    if sha != name:
+        raise ResultCorruptError(
+            f"result file {str(p)!r} does not match its hash (content {sha[:12]}...); delete it "
+            f"and rerun: the stage recomputes it."
+        )
+    return sha
+
+
+def _publish(table: pa.Table, root: Path, kind: str, run_key: str) -> ResultFile:
+    """Write ``table`` to a temporary file in ``<root>/<kind>/``, hash it, rename to its hash."""
+    folder = root / kind
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=folder)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        pq.write_table(table, tmp, **PARQUET_OPTIONS)
+        sha = file_sha256(tmp)
+        final = folder / f"{sha}.parquet"
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return ResultFile(kind=kind, run_key=run_key, path=str(final), sha256=sha)
+
+
+def _with_meta(table: pa.Table, meta: Mapping[str, Any]) -> pa.Table:
+    payload = json.dumps({"format": FORMAT_VERSION, **meta}, sort_keys=True)
+    return table.replace_schema_metadata({_META_KEY: payload.encode("utf-8")})
+
+
+def _read_table(path: Path, kind: str) -> tuple[pa.Table, dict[str, Any]]:
+    """Read a verified file and its metadata; anything unreadable is a ResultCorruptError."""
+    try:
+        table = pq.read_table(path)
+        raw = (table.schema.metadata or {}).get(_META_KEY)
+        meta = json.loads(raw.decode("utf-8")) if raw is not None else None
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise ResultCorruptError(
+            f"result file {str(path)!r} is not a readable Parquet file ({type(exc).__name__}); "
+            f"delete it and rerun: the stage recomputes it."
+        ) from None
+    if not isinstance(meta, dict) or meta.get("kind") != kind:
+        found = meta.get("kind") if isinstance(meta, dict) else None
+        raise ResultCorruptError(
+            f"result file {str(path)!r} is not an alsa-bench {kind} file (kind {found!r}); "
+            f"delete it and rerun: the stage recomputes it."
+        )
+    if meta.get("format") != FORMAT_VERSION:
+        raise ResultCorruptError(
+            f"result file {str(path)!r} has layout version {meta.get('format')!r}, this code reads "
+            f"{FORMAT_VERSION}; delete it and rerun: the stage recomputes it."
+        )
+    return table, meta
+
+
+def _peek_run_key(path: Path, kind: str) -> str:
+    """The run key in a result file's footer, without reading its rows."""
+    try:
+        raw = (pq.read_schema(path).metadata or {}).get(_META_KEY)
+        meta = json.loads(raw.decode("utf-8")) if raw is not None else None
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise ResultCorruptError(
+            f"result file {str(path)!r} is not a readable Parquet file ({type(exc).__name__}); "
+            f"delete it and rerun: the stage recomputes it."
+        ) from None
+    run_key = None
+    if isinstance(meta, dict) and meta.get("kind") == kind:
+        run = meta.get("run") if kind == "logits" else meta
+        run_key = run.get("run_key") if isinstance(run, dict) else None
+    if not isinstance(run_key, str) or not run_key:
+        raise ResultCorruptError(
+            f"result file {str(path)!r} is not an alsa-bench {kind} file; delete it and rerun: "
+            f"the stage recomputes it."
+        )
+    return run_key
+
+
+def _fixed_list(values: NDArray[np.float32]) -> pa.FixedSizeListArray:
+    return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), int(values.shape[1]))
+
+
+def _matrix(column: pa.ChunkedArray, n: int, c: int, dtype: Any) -> NDArray[Any]:
+    flat = column.combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    return np.array(flat, dtype=dtype).reshape(n, c)
+
+
+# ------------------------------------------------------------------------------------ logits
+def _run_meta(run: RunInfo) -> dict[str, Any]:
+    return {
+        "run_key": run.run_key, "suite": run.suite, "dataset": run.dataset,
+        "backbone": run.backbone, "seed": int(run.seed), "n_classes": int(run.n_classes),
+        "checkpoint_sha256": run.checkpoint_sha256, "code_version": run.code_version,
+        "train_seconds": run.train_seconds,
+    }
+
+
+def write_logits_file(
+    run: RunInfo,
+    splits: Sequence[tuple[SplitInfo, NDArray[Any], NDArray[Any]]],
+    root: str | Path,
+) -> ResultFile:
+    """Publish every split of one run as one logits file.
+
+    Parameters
+    ----------
+    run : RunInfo
+        The run row (its ``created_at`` is not stored: the file holds no time).
+    splits : sequence of (SplitInfo, logits, labels)
+        Exactly one split with role ``"val"``; logits ``(n, run.n_classes)`` finite, stored as
+        float32; labels integers in ``[0, n_classes)``. ``n_samples`` and ``true_accuracy`` are
+        computed here, as :func:`storage.logits.write_split` does.
+    root : str or Path
+        Results root (:func:`results_root`).
+
+    Returns
+    -------
+    ResultFile
+
+    Raises
+    ------
+    ValueError
+        If there is not exactly one validation split, a split name repeats, or an array is
+        malformed (the messages of :func:`storage.logits.write_split`).
+    """
+    from .logits import _check_arrays, _check_info
+
+    if not isinstance(run, RunInfo):
+        raise TypeError(f"run must be a RunInfo; got {type(run).__name__}.")
+    names = [info.split for info, _, _ in splits]
+    if len(set(names)) != len(names):
+        raise ValueError(f"splits must have distinct names; got {names}.")
+    roles = [info.role for info, _, _ in splits]
+    if roles.count("val") != 1:
+        raise ValueError(
+            f"splits must hold exactly one validation split (role 'val'); got roles {roles}."
+        )
+    infos: list[dict[str, Any]] = []
+    parts: list[pa.Table] = []
+    for info, logits, labels in splits:
+        _check_info(info)
+        flt, lab = _check_arrays(logits, labels)
+        if flt.shape[1] != run.n_classes:
+            raise ValueError(
+                f"logits of split {info.split!r} have {flt.shape[1]} classes but run "
+                f"{run.run_key!r} has {run.n_classes}."
+            )
+        n = flt.shape[0]
+        infos.append({
+            "split": info.split, "role": info.role, "shift_family": info.shift_family,
+            "shift": info.shift, "severity": None if info.severity is None else int(info.severity),
+            "n_samples": int(n), "true_accuracy": float(np.mean(flt.argmax(axis=1) == lab)),
+        })
+        parts.append(pa.table({
+            "split": pa.array([info.split] * n, type=pa.string()),
+            "sample_index": pa.array(np.arange(n, dtype=np.int64)),
+            "label": pa.array(lab),
+            "logits": _fixed_list(flt),
+        }))
+    table = pa.concat_tables(parts) if parts else pa.table({})
+    meta = {"kind": "logits", "run": _run_meta(run), "splits": infos}
+    return _publish(_with_meta(table, meta), Path(root), "logits", run.run_key)
+
+
+def read_logits_file(path: str | Path, *, verify: bool = True) -> LogitsContent:
+    """Read a logits file (after checking its hash unless ``verify=False``).
+
+    Raises
+    ------
+    ResultCorruptError
+        If the file is missing, does not match its hash, or is not a readable logits file.
+    """
+    p = Path(path)
+    if verify:
+        verify_file(p)
+    table, meta = _read_table(p, "logits")
+    try:
+        run = RunInfo(**meta["run"])
+        infos = [SplitInfo(**s) for s in meta["splits"]]
+        c = run.n_classes
+        arrays: dict[str, tuple[NDArray[np.float32], NDArray[np.int64]]] = {}
+        offset = 0
+        for info in infos:
+            part = table.slice(offset, info.n_samples)
+            offset += info.n_samples
+            names = pc.unique(part.column("split")).to_pylist()
+            if part.num_rows != info.n_samples or names not in ([], [info.split]):
+                raise ValueError(f"rows of split {info.split!r} are not where the footer says")
+            logits = _matrix(part.column("logits"), info.n_samples, c, np.float32)
+            labels = part.column("label").to_numpy().astype(np.int64)
+            arrays[info.split] = (logits, labels)
+        if offset != table.num_rows:
+            raise ValueError("more rows than the splits describe")
+    except (KeyError, TypeError, ValueError, pa.ArrowException) as exc:
+        raise ResultCorruptError(
+            f"result file {str(p)!r} is not a consistent logits file ({exc}); delete it and "
+            f"rerun: the stage recomputes it."
+        ) from None
+    return LogitsContent(run=run, splits=infos, arrays=arrays)
+
+
+# ------------------------------------------------------------------------------------ estimates
+_ESTIMATE_SCHEMA = pa.schema([
+    ("split", pa.string()), ("method", pa.string()), ("params_json", pa.string()),
+    ("estimated_accuracy", pa.float64()), ("true_accuracy", pa.float64()),
+    ("abs_error", pa.float64()), ("fit_seconds", pa.float64()),
+    ("estimate_seconds", pa.float64()), ("diagnostics_json", pa.string()),
+    ("code_version", pa.string()), ("interval_low", pa.float64()),
+    ("interval_high", pa.float64()), ("interval_level", pa.float64()),
+    ("per_class_json", pa.string()),
+])
+
+
+def write_estimates_file(
+    run_key: str,
+    rows: Sequence[EstimateRow],
+    anchors: Mapping[str, tuple[NDArray[Any], NDArray[Any], NDArray[Any]]],
+    root: str | Path,
+) -> ResultFile:
+    """Publish a run's estimates (and its anchors, as a second file the first one names).
+
+    Parameters
+    ----------
+    run_key : str
+        Run the rows belong to.
+    rows : sequence of EstimateRow
+        At least one; one per (split, method), every ``run_key`` equal to ``run_key``.
+    anchors : mapping of method to (positions, peaks, variances)
+        Fitted anchors to store (may be empty).
+    root : str or Path
+        Results root (:func:`results_root`).
+
+    Returns
+    -------
+    ResultFile
+        The estimates file; its metadata holds the anchors file's SHA-256 (or null).
+
+    Raises
+    ------
+    ValueError
+        If there are no rows, or rows or anchors are malformed (the messages of
+        :func:`storage.estimates.write_estimates` and :func:`storage.anchors.write_anchors`).
+    """
+    from .anchors import _check_anchor_arrays
+    from .estimates import _check_rows
+
+    if not isinstance(run_key, str) or not run_key:
+        raise ValueError(f"run_key must be a non-empty string; got {run_key!r}.")
+    rows = list(rows)
+    if not rows:
+        raise ValueError(f"rows must hold at least one estimate of run {run_key!r}; got none.")
+    _check_rows(run_key, rows)
+    root = Path(root)
+    anchors_sha: str | None = None
+    if anchors:
+        parts = []
+        for method in sorted(anchors):
+            pos, peak, var = _check_anchor_arrays(*anchors[method])
+            k = pos.shape[0]
+            parts.append(pa.table({
+                "method": pa.array([method] * k, type=pa.string()),
+                "anchor_index": pa.array(np.arange(k, dtype=np.int32)),
+                "peak": pa.array(peak), "variance": pa.array(var),
+                "position": pa.ListArray.from_arrays(
+                    pa.array(np.arange(k + 1, dtype=np.int32) * pos.shape[1]),
+                    pa.array(pos.reshape(-1)),
+                ),
+            }))
+        meta = {"kind": "anchors", "run_key": run_key,
+                "methods": {m: list(np.asarray(anchors[m][0]).shape) for m in sorted(anchors)}}
+        anchors_sha = _publish(
+            _with_meta(pa.concat_tables(parts), meta), root, "anchors", run_key
+        ).sha256
+    columns = {
+        name: pa.array([getattr(r, name) for r in rows], type=_ESTIMATE_SCHEMA.field(name).type)
+        for name in _ESTIMATE_SCHEMA.names
+    }
+    table = pa.table(columns, schema=_ESTIMATE_SCHEMA)
+    meta = {"kind": "estimates", "run_key": run_key, "anchors": anchors_sha}
+    return _publish(_with_meta(table, meta), root, "estimates", run_key)
+
+
+def read_estimates_file(path: str | Path, *, verify: bool = True) -> EstimatesContent:
+    """Read an estimates file and the anchors file it names (``<root>/anchors/<sha>.parquet``).
+
+    Raises
+    ------
+    ResultCorruptError
+        If either file is missing, does not match its hash, or is not readable.
+    """
+    p = Path(path)
+    if verify:
+        verify_file(p)
+    table, meta = _read_table(p, "estimates")
+    run_key = meta.get("run_key")
+    try:
+        cols = {name: table.column(name).to_pylist() for name in _ESTIMATE_SCHEMA.names}
+        rows = [
+            EstimateRow(run_key=run_key, **{k: v[i] for k, v in cols.items()})
+            for i in range(table.num_rows)
+        ]
+    except (KeyError, TypeError, pa.ArrowException) as exc:
+        raise ResultCorruptError(
+            f"result file {str(p)!r} is not a consistent estimates file ({exc}); delete it and "
+            f"rerun: the stage recomputes it."
+        ) from None
+    anchors: dict[str, tuple[NDArray[np.float32], NDArray[np.float64], NDArray[np.float64]]] = {}
+    sha = meta.get("anchors")
+    if sha:
+        a_path = p.parent.parent / "anchors" / f"{sha}.parquet"
+        if verify:
+            verify_file(a_path)
+        a_table, a_meta = _read_table(a_path, "anchors")
+        try:
+            for method, (k, c) in sorted(a_meta["methods"].items()):
+                part = a_table.filter(pc.equal(a_table.column("method"), method))
+                if part.num_rows != k:
+                    raise ValueError(f"method {method!r} has {part.num_rows} anchors, not {k}")
+                anchors[method] = (
+                    _matrix(part.column("position"), k, c, np.float32),
+                    part.column("peak").to_numpy().astype(np.float64),
+                    part.column("variance").to_numpy().astype(np.float64),
+                )
+        except (KeyError, TypeError, ValueError, pa.ArrowException) as exc:
+            raise ResultCorruptError(
+                f"result file {str(a_path)!r} is not a consistent anchors file ({exc}); delete "
+                f"it and {str(p)!r}, and rerun: the stage recomputes them."
+            ) from None
+    return EstimatesContent(run_key=run_key, rows=rows, anchors=anchors, anchors_sha256=sha)
+
+
+# ------------------------------------------------------------------------------------ ingest
+class _JoinedConnection:
+    """A connection whose own BEGIN/COMMIT/ROLLBACK/CHECKPOINT are no-ops.
+
+    Lets the ordinary writers (which open their own transaction) run inside the one
+    transaction of :func:`ingest`: their statements join it, and an error they raise rolls the
+    whole ingest back.
+    """
+
+    _SKIPPED = frozenset({"BEGIN TRANSACTION", "COMMIT", "ROLLBACK", "CHECKPOINT"})
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
+
+    def execute(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        if query.strip().upper() in self._SKIPPED:
+            return self._con
+        return self._con.execute(query, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+
+def ensure_ingested_table(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the ``ingested`` table if it is missing (writable connection)."""
+    con.execute(_INGESTED_DDL)
+
+
+def _has_ingested_table(con: duckdb.DuckDBPyConnection) -> bool:
+    return bool(con.sql(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND table_name = 'ingested'"
+    ).fetchall()[0][0])
+
+
+def current_file(con: duckdb.DuckDBPyConnection, kind: str, run_key: str) -> str | None:
+    """SHA-256 of the ``kind`` file the database currently holds for ``run_key``, or None."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {list(KINDS)}; got {kind!r}.")
+    if not _has_ingested_table(con):
+        return None
+    rows = con.sql(
+        "SELECT sha256 FROM ingested WHERE kind = ? AND run_key = ? "
+        "ORDER BY ingested_at DESC LIMIT 1",
+        params=[kind, run_key],
+    ).fetchall()
+    return rows[0][0] if rows else None
+
+
+def _ingest_time(con: duckdb.DuckDBPyConnection, kind: str, run_key: str) -> datetime:
+    """Now (UTC), but strictly after the latest ingest of ``(kind, run_key)``, so that the
+    latest row names the current file even if the clock stepped back."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    latest = con.sql(
+        "SELECT max(ingested_at) FROM ingested WHERE kind = ? AND run_key = ?",
+        params=[kind, run_key],
+    ).fetchall()[0][0]
+    if latest is not None and now <= latest:
+        now = latest + timedelta(microseconds=1)
+    return now
+
+
+def is_current(con: duckdb.DuckDBPyConnection, result: ResultFile) -> bool:
+    """Whether ``result`` is the file the database holds for its kind and run."""
+    return current_file(con, result.kind, result.run_key) == result.sha256
+
+
+def ingest(con: duckdb.DuckDBPyConnection, path: str | Path) -> bool:
+    """Ingest a logits or estimates file into the database, idempotently, in one transaction.
+
+    The file's hash is checked against its name first; then, unless the database already holds
+    this very file for its run, the run's partition is replaced: for a logits file, the run
+    row and every split (splits of the run not in the file are dropped); for an estimates file,
+    its (split, method) rows and the anchors of its methods. The file's ``ingested`` row (and
+    its anchors file's) is written or refreshed in the same transaction, with a time after
+    every earlier ingest of the run, then the database is checkpointed.
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+        Writable connection with no transaction open.
+    path : str or Path
+        ``<root>/logits/<sha256>.parquet`` or ``<root>/estimates/<sha256>.parquet``.
+
+    Returns
+    -------
+    bool
+        True if the database changed, False if it already held this file.
+
+    Raises
+    ------
+    ResultCorruptError
+        If the file (or the anchors file it names) is missing, does not match its hash or is
+        not a readable result file; nothing is written then.
+    ValueError
+        If the file's folder is not ``logits`` or ``estimates``.
+    """
+    p = Path(path)
+    kind = p.parent.name
+    if kind not in ("logits", "estimates"):
+        raise ValueError(
+            f"path must be a file under <root>/logits/ or <root>/estimates/; got {str(p)!r}."
+        )
+    sha = verify_file(p)
+    ensure_ingested_table(con)
+    if current_file(con, kind, _peek_run_key(p, kind)) == sha:
+        return False
+    if kind == "logits":
+        logits = read_logits_file(p, verify=False)
+        run_key = logits.run.run_key
+    else:
+        estimates = read_estimates_file(p)
+        run_key = estimates.run_key
+    now = _ingest_time(con, kind, run_key)
+    joined: Any = _JoinedConnection(con)
+    with transaction(con):
+        records = [(sha, kind)]
+        if kind == "logits":
+            upsert_run(con, logits.run)
+            con.execute("DELETE FROM logits WHERE run_key = ?", [run_key])
+            con.execute("DELETE FROM splits WHERE run_key = ?", [run_key])
+            for info in logits.splits:
+                write_split(joined, run_key, info, *logits.arrays[info.split])
+        else:
+            write_estimates(joined, run_key, estimates.rows)
+            for method, (positions, peaks, variances) in estimates.anchors.items():
+                write_anchors(joined, run_key, method, positions, peaks, variances)
+            if estimates.anchors_sha256:
+                records.append((estimates.anchors_sha256, "anchors"))
+        for digest, what in records:
+            con.execute(
+                "INSERT OR REPLACE INTO ingested (sha256, kind, run_key, ingested_at) "
+                "VALUES (?, ?, ?, ?)",
+                [digest, what, run_key, now],
+            )
+    checkpoint(con)
+    return True
+

@@ -1,0 +1,111 @@
+"""The sequential and the Dask layouts of the benchmark compute the same numbers.
+
+One backbone, two seeds, the tiny suite's shifts: run sequentially into one state folder and on a
+2-worker ``LocalCluster`` into another, then compare ``report_rows`` row for row. No timing is
+asserted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.flow
+
+METHODS = ["ac", "atc-mc", "alsa-g"]
+PARAMS = {"alsa-g": {"n_anchors": 20, "max_epochs": 30}}
+KEYS = ["run_key", "split", "method"]
+
+
+def _run(home: Path, monkeypatch: pytest.MonkeyPatch, **layout):
+    from flows.benchmark import benchmark
+
+    monkeypatch.setenv("ALSA_BENCH_HOME", str(home))
+    monkeypatch.setenv("ALSA_BENCH_REPORTS", str(home / "reports"))
+    return benchmark(
+        suite="tiny", backbones=["mlp"], seeds=2, epochs=1, max_train_samples=200, device="cpu",
+        methods=METHODS, method_params=PARAMS, publish_artifacts=False, threads_per_task=1,
+        **layout,
+    )
+
+
+def _report_rows(home: Path):
+    from storage import connect, read_report_rows
+
+    with connect(home / "bench.duckdb", read_only=True) as con:
+        rows = read_report_rows(con, suite="tiny")
+    return rows.sort_values(KEYS).reset_index(drop=True)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_sequential_and_two_dask_workers_give_identical_report_rows(
+    prefect_server, tiny_suite, tmp_path, monkeypatch
+) -> None:
+    import dask
+
+    sequential = _run(tmp_path / "sequential", monkeypatch)
+    with dask.config.set({"distributed.worker.preload": ["tests.flows._tiny_worker"]}):
+        distributed = _run(tmp_path / "dask", monkeypatch, workers=2)
+
+    assert [o.state for o in distributed.outcomes if o.stage != "download"].count("Completed") \
+        == 2 * 3 + 1  # two runs x (train, extract, estimate), then the report
+    seq, dist = _report_rows(tmp_path / "sequential"), _report_rows(tmp_path / "dask")
+    assert len(seq) == 2 * 2 * len(METHODS)  # 2 seeds x 2 target splits x methods
+    text = [c for c in seq.columns if seq[c].dtype == object]
+    assert seq[text].equals(dist[text])
+    for column in ("estimated_accuracy", "true_accuracy", "abs_error"):
+        np.testing.assert_allclose(dist[column], seq[column], rtol=0, atol=1e-12)
+    # Same logits, bit for bit (the files differ only in the run row's training time).
+    from storage.results import read_logits_file
+
+    assert all(Path(r.path).is_relative_to(tmp_path / "dask") for r in distributed.logits)
+    for seq_ref, dist_ref in zip(sequential.logits, distributed.logits, strict=True):
+        a, b = read_logits_file(seq_ref.path), read_logits_file(dist_ref.path)
+        assert a.splits == b.splits
+        for split, (logits, labels) in a.arrays.items():
+            np.testing.assert_array_equal(b.arrays[split][0], logits)
+            np.testing.assert_array_equal(b.arrays[split][1], labels)
+
+
+def test_task_runner_layouts() -> None:
+    from flows.dask_runner import build_task_runner, check_layout
+
+    assert build_task_runner(0) is None
+    local = build_task_runner(2, gpu=True)
+    assert local.cluster_kwargs == {
+        "n_workers": 2, "threads_per_worker": 1, "processes": True, "dashboard_address": None,
+        "resources": {"GPU": 1},
+    }
+    assert "resources" not in build_task_runner(3).cluster_kwargs
+    assert build_task_runner(dask_address="tcp://10.0.0.1:8786").address == "tcp://10.0.0.1:8786"
+    for workers, address, message in [
+        (-1, None, "workers must be an integer >= 0"),
+        (2, "tcp://h:8786", "not both"),
+        (0, "h:8786", "scheduler address"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            check_layout(workers, address)
+
+
+def test_pinned_threads_sets_and_restores(monkeypatch) -> None:
+    import os
+
+    import torch
+
+    from tasks.threads import default_threads_per_task, pinned_threads
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    before = torch.get_num_threads()
+    with pinned_threads(2) as n:
+        assert n == 2 and torch.get_num_threads() == 2 and os.environ["OMP_NUM_THREADS"] == "2"
+    assert torch.get_num_threads() == before and os.environ["OMP_NUM_THREADS"] == "1"
+    with pytest.raises(ValueError, match="threads_per_task must be an integer >= 1"):
+        with pinned_threads(0):
+            pass
+    assert default_threads_per_task(2) == 1  # capped by OMP_NUM_THREADS=1
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert default_threads_per_task(0) == max(1, os.cpu_count() or 1)
+    assert default_threads_per_task(10 * (os.cpu_count() or 1)) == 1
