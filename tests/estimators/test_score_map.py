@@ -138,12 +138,12 @@ def test_estimator_with_a_fitted_map_gives_its_prediction_and_interval(key):
         get_estimator(key, score_map=ScoreMap()).fit(z, z.argmax(1))
 
 
-def test_benchmark_estimate_stage_skips_scores_by_default_and_refuses_them_by_name():
+def test_benchmark_estimate_stage_runs_the_score_methods_by_default():
     from estimators import available_estimators
     from tasks.estimate import _resolve_methods, all_method_names
 
     names, _ = _resolve_methods(None, None)
-    assert "mano" not in names and "nuclear-norm" not in names
-    assert set(available_estimators()) <= set(names) <= set(all_method_names())
-    with pytest.raises(ValueError, match="'mano' is a score estimator"):
-        _resolve_methods(["ac", "mano"], None)
+    assert "mano" in names and "nuclear-norm" in names
+    assert set(available_estimators(include_scores=True)) <= set(names) <= set(all_method_names())
+    names, params = _resolve_methods(["ac", "mano"], {"mano": {"form": "code"}})
+    assert names == ["ac", "mano"] and params == {"mano": {"form": "code"}}
