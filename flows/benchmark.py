@@ -713,11 +713,12 @@ def _settled(
     An estimate whose upstream logits file was missing fails; it is re-run too, on the healed
     logits. Any other failure of the re-run is raised.
     """
-    state = future.state
-    if state.is_completed():
+    try:  # wait for the result itself: the future's state as the API reports it may lag
         ref = future.result()
-        if result_intact(ref):
-            return ref, False
+    except Exception:  # a failed task (an estimate whose logits file went missing): re-run
+        ref = None
+    if ref is not None and result_intact(ref):
+        return ref, False
     with gpu_annotation(gpu):
         retry = stage_task.with_options(refresh_cache=True).submit(*args, threads=threads)
     ref = retry.result()
