@@ -542,6 +542,11 @@ No hyper-parameter was chosen with target labels:
 - GNNEvaluator's settings (meta-graph count, reference nodes, optimiser) were set on synthetic
   graphs in its tests and bounded for cost (`tasks/gnnevaluator.py`).
 
+The score methods (MaNo, nuclear norm) are the exception the protocol of their papers makes: a
+score-to-accuracy line fitted on a *labelled* meta-set, here each run's own corruption family
+(leave one corruption type out for the corruption splits themselves). They are reported in a
+section of their own and never ranked with the label-free methods.
+
 ALSA runs in its canonical space by default (centred logits plus one constant coordinate, so
 that adding a constant to a row of logits changes nothing, and binary classifiers are not blind;
 [ALSA.md](ALSA.md)); the paper's raw-logit form is `space="raw"`, compared below.
