@@ -216,24 +216,27 @@ class Cost:
     measured: bool = False
 
 
-#: Cost per dataset. Estimates from model FLOPs and the measured CPU throughput of the fmnist
-#: ResNet (docs/PERFORMANCE.md); none of these suites has been run end to end here.
+#: Cost per dataset. Estimates from the measured CPU throughput of the CIFAR ResNet18 recipe
+#: (1.04 s per 1,000 training images and 3,100 images/s of inference at 32x32 on 2 idle cores,
+#: ``benchmarks/bench_vision_train.py``, docs/PERFORMANCE.md) and model FLOPs for larger images;
+#: none of these suites has been run end to end here.
 COST: Final[dict[str, Cost]] = {
     "cifar10": Cost("≈ 3.1 GB (CIFAR-10, CIFAR-10.1 v6, CIFAR-10.2, CIFAR-10-C)",
-                    "≈ 6–12 h (ResNet18 training ≈ 10 min/epoch; 950k CIFAR-10-C images "
-                    "to predict)", "≈ 15–30 min"),
-    "cifar100": Cost("≈ 3.1 GB (CIFAR-100, CIFAR-100-C)", "≈ 6–12 h", "≈ 15–30 min"),
+                    "≈ 0.5–1 h (ResNet18 ≈ 28 s/epoch on 26.7k images until early stopping; "
+                    "≈ 5 min to predict 960k CIFAR-10-C images)", "≈ 5–15 min"),
+    "cifar100": Cost("≈ 3.1 GB (CIFAR-100, CIFAR-100-C)", "≈ 0.5–1 h", "≈ 5–15 min"),
     "amazon-wilds": Cost("≈ 2 GB (Amazon-WILDS v2.1, with `wilds`)",
                          "days for the full recipe; hours on a subset "
                          "(`--max-train-samples`, docs/TEXT_ONLINE.md)", "≈ 1–4 h"),
-    "waterbirds": Cost("≈ 0.5 GB (Waterbirds v1.0)", "≈ 2–4 h (224 px ResNet18)",
+    "waterbirds": Cost("≈ 0.5 GB (Waterbirds v1.0)",
+                       "≈ 1–3 h (224 px ResNet18 ≈ 4 min/epoch on 4.8k images)",
                        "≈ 5–10 min"),
     "imagenet": Cost("≈ 3.8 GB ImageNetV2 (3 variants) + 6.4 GB ImageNet validation images "
                      "+ ≈ 0.3 GB pretrained weights",
-                     "≈ 0.5–1 h (inference only, 3 pretrained models)", "≈ 2–5 min"),
+                     "≈ 0.5–1 h (inference only: 80k images x 3 pretrained models)", "≈ 2–5 min"),
     "mnist": Cost("≈ 0.1 GB (MNIST, MNIST-M)", "≈ 5–15 min (3-layer CNN, 5 epochs)",
                   "≈ 1 min"),
-    "office31": Cost("≈ 0.1 GB (Office-31)", "≈ 0.5–1.5 h (224 px ResNet18, 2.3k images)",
+    "office31": Cost("≈ 0.1 GB (Office-31)", "≈ 0.5–1.5 h (224 px ResNet18 ≈ 2 min/epoch on 2.3k images)",
                      "≈ 2–5 min"),
     "ogbn-arxiv": Cost("≈ 81 MB (with `ogb`)", "≈ 1–2 h (4 GNNs, full batch, 169k nodes)",
                        "≈ 5–10 min"),
