@@ -49,6 +49,7 @@ from tasks.stages import (
     ingest_result,
     output_exists,
     parse_refresh,
+    prepare_splits_task,
     report_fingerprint,
     report_task,
     result_intact,
@@ -650,8 +651,12 @@ def _run_distributed(
         return stage_task.with_options(refresh_cache=True) if stage in fresh else stage_task
 
     trains, extracts, estimates = {}, {}, {}
+    prepared: dict[str, Any] = {}  # one split generation per dataset, before its extracts
     started: dict[str, float] = {}
     for job in jobs:
+        dataset_ref = job.train_args[0]
+        if last >= STAGES.index("extract") and dataset_ref.name not in prepared:
+            prepared[dataset_ref.name] = prepare_splits_task.submit(dataset_ref, threads=threads)
         started[job.run_key] = time.perf_counter()
         kill_point("train")
         if "train" not in fresh:  # extract/estimate inputs are futures: Prefect's silent miss
@@ -664,7 +669,8 @@ def _run_distributed(
             if last >= STAGES.index("extract"):
                 kill_point("extract")
                 extracts[job.run_key] = runner(extract_task, "extract").submit(
-                    trains[job.run_key], *job.extract_args, threads=threads
+                    trains[job.run_key], *job.extract_args, threads=threads,
+                    wait_for=[prepared[dataset_ref.name]],
                 )
         if last >= STAGES.index("estimate"):
             kill_point("estimate")

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from prefect import task
-from prefect.cache_policies import INPUTS, TASK_SOURCE
+from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
 
 from storage.db import is_lock_error
 from tasks.refs import CheckpointRef, DatasetRef, EstimatesRef, LogitsRef, ReportRef
@@ -61,6 +61,7 @@ __all__ = [
     "ingest_result",
     "output_exists",
     "parse_refresh",
+    "prepare_splits_task",
     "report_fingerprint",
     "report_task",
     "result_intact",
@@ -145,6 +146,26 @@ def train_task(
             checkpoint_dir=Path(checkpoint_dir), max_train_samples=max_train_samples,
             progress=False,
         )
+
+
+@task(
+    name="prepare-splits",
+    cache_policy=NO_CACHE,
+    task_run_name="prepare-splits-{dataset.name}",
+)
+def prepare_splits_task(dataset: DatasetRef, threads: int = 1) -> str:
+    """Generate a dataset's uncached target splits once, before its extracts fan out.
+
+    On Dask workers, the extracts of several runs of one dataset would otherwise each generate
+    the same missing splits at the same time (measured: the duplicate generation and writing
+    took 44 % of two workers' time in a cold fmnist run). Idempotent and cheap when the cache is
+    complete (:func:`tasks.shifts.cache.prepare_target_splits` only checks the files), so it is
+    not cached itself. The thread pin is the extracts', so both layouts generate the same bytes.
+    """
+    from tasks.shifts.cache import prepare_target_splits
+
+    with pinned_threads(threads):
+        return str(prepare_target_splits(dataset))
 
 
 @task(
