@@ -11,7 +11,7 @@ and the single writer (the flow process) ingests it with :func:`ingest`: the nam
 against the bytes, then the run's partition is replaced in **one** transaction with the
 ordinary writers (:func:`storage.logits.write_split`, :func:`storage.estimates.write_estimates`,
 :func:`storage.anchors.write_anchors`) and the hash is recorded in the ``ingested`` table
-(one row per file ever ingested; the latest ``ingested_at`` of a ``(kind, run_key)`` is the file
+(schema v3, :mod:`storage.schema`; one row per file ever ingested; the latest ``ingested_at`` of a ``(kind, run_key)`` is the file
 the database currently holds). Ingesting the file that is already current changes nothing.
 
 The root is ``results_root`` when given, else ``$ALSA_BENCH_RESULTS``, else ``results/`` beside
@@ -61,7 +61,6 @@ __all__ = [
     "ResultCorruptError",
     "ResultFile",
     "current_file",
-    "ensure_ingested_table",
     "file_sha256",
     "ingest",
     "is_current",
@@ -92,16 +91,6 @@ PARQUET_OPTIONS: Final[dict[str, Any]] = {
     "store_schema": True,
 }
 _META_KEY: Final[bytes] = b"alsa_bench"
-
-_INGESTED_DDL: Final[str] = (
-    "CREATE TABLE IF NOT EXISTS ingested ("
-    "  sha256      VARCHAR   NOT NULL,"
-    "  kind        VARCHAR   NOT NULL,"
-    "  run_key     VARCHAR   NOT NULL,"
-    "  ingested_at TIMESTAMP NOT NULL,"
-    "  PRIMARY KEY (sha256)"
-    ")"
-)
 
 
 class ResultCorruptError(StorageError):
@@ -592,11 +581,6 @@ class _JoinedConnection:
         return getattr(self._con, name)
 
 
-def ensure_ingested_table(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the ``ingested`` table if it is missing (writable connection)."""
-    con.execute(_INGESTED_DDL)
-
-
 def _has_ingested_table(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(con.sql(
         "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
@@ -673,7 +657,6 @@ def ingest(con: duckdb.DuckDBPyConnection, path: str | Path) -> bool:
             f"path must be a file under <root>/logits/ or <root>/estimates/; got {str(p)!r}."
         )
     sha = verify_file(p)
-    ensure_ingested_table(con)
     if current_file(con, kind, _peek_run_key(p, kind)) == sha:
         return False
     if kind == "logits":

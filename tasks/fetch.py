@@ -811,7 +811,7 @@ def _module_fetch_hint(spec: DatasetSpec, root: Path) -> str:
 
 
 class _KeepMissing(dict):
-    """Format fields with a ``{placeholder}`` left as it is when no value is known."""
+    """Fields for ``str.format_map``: a ``{name}`` with no known value is kept as written."""
 
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
