@@ -11,8 +11,8 @@ and the single writer (the flow process) ingests it with :func:`ingest`: the nam
 against the bytes, then the run's partition is replaced in **one** transaction with the
 ordinary writers (:func:`storage.logits.write_split`, :func:`storage.estimates.write_estimates`,
 :func:`storage.anchors.write_anchors`) and the hash is recorded in the ``ingested`` table
-(schema v3, :mod:`storage.schema`; one row per file ever ingested; the latest ``ingested_at`` of a ``(kind, run_key)`` is the file
-the database currently holds). Ingesting the file that is already current changes nothing.
+(schema v3, :mod:`storage.schema`; one row per file ever ingested; the latest ``ingested_at`` of
+a ``(kind, run_key)`` is the file the database currently holds). Ingesting the file that is already current changes nothing.
 
 The root is ``results_root`` when given, else ``$ALSA_BENCH_RESULTS``, else ``results/`` beside
 the database file. It can be any folder every worker and the flow process see (NFS, a cluster
