@@ -7,7 +7,8 @@ Not a test: it prints wall-clock seconds on synthetic logits. Run from the repos
 
 Figures printed:
 
-1. every baseline (``ac``, ``doc``, ``im``, ``atc-mc``, ``atc-ne``, ``cot``) fitted on
+1. every baseline (``ac``, ``doc``, ``im``, ``atc-mc``, ``atc-ne``, ``cot``) and the shift gate
+   (with COT, and with AC to isolate its own cost) fitted on
    ``n_val = 10,000`` and estimating ``100,000`` target rows of ``c = 100`` classes (fit seconds,
    estimate seconds, estimate);
 2. exact COT (n x c transport) at ``n = 50,000``, ``c = 100`` (budget: <= 5 s on 2 cores);
@@ -34,6 +35,9 @@ from estimators.cot import cot_accuracy  # noqa: E402
 from estimators.scores import softmax  # noqa: E402
 
 BASELINES = ("ac", "doc", "im", "atc-mc", "atc-ne", "cot")
+#: The shift gate (opt-in): with COT as its covariate method (the default), and with AC, which
+#: isolates the gate's own cost (temperature, EM marginal, label-shift test).
+GATES = (("shift-gate", {}), ("gate/ac", {"covariate": "ac"}))
 
 
 def make_logits(
@@ -65,14 +69,20 @@ def bench_baselines(n_val: int, n_target: int, c: int) -> None:
     true_acc = float(np.mean(target.argmax(axis=1) == target_y))
     print(f"\n[1] baselines: fit on {n_val:,} x {c}, estimate {n_target:,} x {c} "
           f"(val acc {np.mean(val.argmax(1) == val_y):.4f}, target acc {true_acc:.4f})")
-    print(f"    {'method':<8} {'fit s':>8} {'estimate s':>11} {'estimate':>9} {'|err|':>7}"
+    print(f"    {'method':<10} {'fit s':>8} {'estimate s':>11} {'estimate':>9} {'|err|':>7}"
           f" {'T':>6}")
-    for key in BASELINES:
-        est = get_estimator(key)
+    runs = [(key, key, {}) for key in BASELINES]
+    runs += [(label, "shift-gate", params) for label, params in GATES]
+    for label, key, params in runs:
+        est = get_estimator(key, **params)
         _, fit_s = timed(est.fit, val, val_y)
         res, est_s = timed(est.estimate, target)
-        print(f"    {key:<8} {fit_s:8.3f} {est_s:11.3f} {res.accuracy:9.4f} "
-              f"{abs(res.accuracy - true_acc):7.4f} {res.params['temperature']:6.3f}")
+        extra = ""
+        if key == "shift-gate":
+            extra = (f"  (z {res.diagnostics['z']:.0f}, weight {res.diagnostics['weight']:.2f},"
+                     f" EM passes {res.diagnostics['em_iterations']})")
+        print(f"    {label:<10} {fit_s:8.3f} {est_s:11.3f} {res.accuracy:9.4f} "
+              f"{abs(res.accuracy - true_acc):7.4f} {res.params['temperature']:6.3f}{extra}")
 
 
 def bench_cot_exact(n: int, c: int) -> None:

@@ -9,7 +9,8 @@ Every estimator takes raw logits: ``fit(val_logits, val_labels)`` then
 
 The score estimators ``mano`` and ``nuclear-norm`` return a score in ``diagnostics["score"]`` and
 an accuracy only through a ``score_map`` (:class:`ScoreMap`); they are listed with
-``available_estimators(include_scores=True)``.
+``available_estimators(include_scores=True)``. The shift gate (``shift-gate``) runs only when
+named: ``available_estimators(include_opt_in=True)`` lists it (``docs/SHIFT_GATE.md``).
 """
 
 from .base import AccuracyEstimate, Estimator
@@ -28,6 +29,7 @@ from . import baselines as _baselines  # noqa: E402,F401  (ac, doc, im, atc-mc, 
 from . import alsa as _alsa  # noqa: E402,F401  (alsa-g, alsa-e)
 from . import mano as _mano  # noqa: E402,F401  (mano, a score)
 from . import nuclear_norm as _nuclear_norm  # noqa: E402,F401  (nuclear-norm, a score)
+from . import shift_gate as _shift_gate  # noqa: E402,F401  (shift-gate, opt-in)
 
 __all__ = [
     "AccuracyEstimate",

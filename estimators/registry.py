@@ -28,7 +28,9 @@ def register(name: str) -> Callable[[E], E]:
     return deco
 
 
-def available_estimators(*, include_scores: bool = False) -> list[str]:
+def available_estimators(
+    *, include_scores: bool = False, include_opt_in: bool = False
+) -> list[str]:
     """Registry keys of the estimators, in registration order.
 
     Parameters
@@ -38,9 +40,13 @@ def available_estimators(*, include_scores: bool = False) -> list[str]:
         ``nuclear-norm``), whose ``accuracy`` is NaN unless a ``score_map`` is given. Off by
         default, so that code running "every estimator" (the benchmark, ``alsa-bench
         estimate``) keeps to the methods that return an accuracy on their own.
+    include_opt_in : bool, default False
+        Also list the estimators that run only when named (``opt_in = True``:
+        ``shift-gate``, which misses its benchmark goal; ``docs/SHIFT_GATE.md``).
     """
     return [k for k, cls in ESTIMATORS.items()
-            if include_scores or not getattr(cls, "needs_score_map", False)]
+            if (include_scores or not getattr(cls, "needs_score_map", False))
+            and (include_opt_in or not getattr(cls, "opt_in", False))]
 
 
 def score_estimators() -> list[str]:
@@ -61,7 +67,7 @@ def get_estimator(name: str, **params: Any) -> Estimator:
     except KeyError:
         raise ValueError(
             f"Unknown estimator {name!r}; available: "
-            f"{', '.join(available_estimators(include_scores=True))}."
+            f"{', '.join(available_estimators(include_scores=True, include_opt_in=True))}."
         ) from None
     try:
         return cls(**params)

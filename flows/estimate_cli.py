@@ -94,7 +94,7 @@ def run_estimates(
         level = check_level(level, "alsa-bench estimate (--level)")
     except ValueError as exc:
         raise _UserError(str(exc)) from None
-    known = available_estimators(include_scores=True)
+    known = available_estimators(include_scores=True, include_opt_in=True)
     # score estimators (mano, nuclear-norm) run only when named: without a score map their
     # accuracy is NaN, shown as "–" next to the score
     chosen = list(dict.fromkeys(methods)) if methods else available_estimators()

@@ -91,7 +91,7 @@ def check_method_params(
     from tasks.model_aware import MODEL_AWARE_METHODS
 
     model_aware = tuple(MODEL_AWARE_METHODS)
-    known = (*available_estimators(include_scores=True), *model_aware)
+    known = (*available_estimators(include_scores=True, include_opt_in=True), *model_aware)
     for method, values in params.items():
         where = ", ".join(f"{method}.{k}" for k in values)
         if method not in known:

@@ -57,6 +57,12 @@ def all_method_names() -> tuple[str, ...]:
     maps scores to accuracies on each run's labelled corruption family
     (:mod:`tasks.score_protocol`), apart from the methods that estimate accuracy themselves.
     """
+    return (*available_estimators(include_scores=True, include_opt_in=True), *MODEL_AWARE_METHODS)
+
+
+def default_method_names() -> tuple[str, ...]:
+    """The methods a run uses when none is named: :func:`all_method_names` without the opt-in
+    estimators (``shift-gate``), which run only with ``--method``."""
     return (*available_estimators(include_scores=True), *MODEL_AWARE_METHODS)
 
 
@@ -69,7 +75,7 @@ def _resolve_methods(
             f"methods must be a sequence of registry keys, not a single string; got {methods!r} "
             f"(did you mean [{methods!r}]?)."
         )
-    names = list(all_method_names()) if methods is None else list(methods)
+    names = list(default_method_names()) if methods is None else list(methods)
     if not names:
         raise ValueError(
             f"methods must name at least one estimator; got an empty list. "

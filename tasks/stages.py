@@ -379,7 +379,8 @@ def estimate_variants(
 
     if not variants:
         raise ValueError("variants must name at least one (label -> (method, params)); got none.")
-    clashes = [label for label in variants if label in available_estimators()]
+    registered = available_estimators(include_scores=True, include_opt_in=True)
+    clashes = [label for label in variants if label in registered]
     if clashes:
         raise ValueError(
             f"variant labels must differ from registry keys (they would replace the main "
@@ -727,13 +728,13 @@ def _logits_match(con: Any, ref: LogitsRef) -> bool:
 
 def _estimates_match(con: Any, ref: EstimatesRef, methods: Sequence[str] | None) -> bool:
     from storage.estimates import estimates_digest, read_estimates
-    from tasks.estimate import all_method_names
+    from tasks.estimate import default_method_names
 
     from storage.results import current_file
 
     if ref.path and current_file(con, "estimates", ref.run_key) != ref.sha256:
         return False
-    wanted = set(all_method_names() if methods is None else methods)
+    wanted = set(default_method_names() if methods is None else methods)
     rows = [r for r in read_estimates(con, ref.run_key) if r.method in wanted]
     return bool(rows) and estimates_digest(rows) == ref.digest
 

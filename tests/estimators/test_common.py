@@ -31,7 +31,7 @@ FAST_PARAMS: dict[str, dict[str, Any]] = {
     "mano": {"score_map": (1.0, 0.0)},
     "nuclear-norm": {"score_map": (1.0, 0.0)},
 }
-KEYS = available_estimators(include_scores=True)
+KEYS = available_estimators(include_scores=True, include_opt_in=True)
 SCORES = {"mano", "nuclear-norm"}
 #: MaNo's Taylor normalisation 1 + q + q^2/2 reads the logits' level (estimators/mano.py), so
 #: it is exempt from the per-row-constant checks; its flat/column binary shapes still agree.

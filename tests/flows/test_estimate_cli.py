@@ -60,6 +60,20 @@ def test_table_for_people_runs_every_method_by_default(files):
     assert "true accuracy" not in result.stdout
 
 
+def test_the_opt_in_shift_gate_runs_when_named_and_takes_params(files):
+    default = invoke("--val", files["val"], "--target", files["target"])
+    assert "shift-gate" not in default.stdout
+    result = invoke("--val", files["val"], "--target", files["target"], "--method", "shift-gate",
+                    "--param", "shift-gate.covariate=atc-ne", "--json")
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)
+    assert row["method"] == "shift-gate" and 0.0 <= row["accuracy"] <= 1.0
+    assert row["params"]["covariate"] == "atc-ne"
+    bad = invoke("--val", files["val"], "--target", files["target"], "--method", "shift-gate",
+                 "--param", "shift-gate.covariate=nope")
+    assert bad.exit_code != 0 and "covariate" in bad.output
+
+
 def test_table_with_target_labels_shows_truth_and_error(files):
     result = invoke("--val", files["val"], "--target", files["target_labelled"],
                     "--method", "ac", "--method", "atc-ne")

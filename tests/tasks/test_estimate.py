@@ -24,7 +24,7 @@ from storage import (
     read_estimates,
     upsert_run,
 )
-from tasks.estimate import estimate_run
+from tasks.estimate import all_method_names, default_method_names, estimate_run
 from tasks.refs import EstimatesRef
 from tests.storage._helpers import add_run, make_split
 
@@ -294,3 +294,17 @@ def test_intervals_and_per_class_estimates_are_stored(run_db):
         assert rows[(split, "doc")].per_class_json is None  # no per-sample probabilities
     assert {"interval_low", "interval_high", "interval_level"} <= set(report.columns)
     assert report["interval_level"].eq(0.9).all()
+
+
+def test_the_opt_in_shift_gate_runs_only_when_named(run_db):
+    db, _ = run_db
+    estimate_run(RUN, db=db, methods=["ac"], code_version="gate")
+    estimate_run(RUN, db=db, methods=["shift-gate"], code_version="gate")
+    with connect(db, read_only=True) as con:
+        rows = read_estimates(con, RUN)
+    gate = [r for r in rows if r.method == "shift-gate"]
+    assert len(gate) == len(TARGETS)
+    assert all(0.0 <= r.estimated_accuracy <= 1.0 for r in gate)
+    params = json.loads(gate[0].params_json)
+    assert params["seed"] == 7 and params["covariate"] == "cot"  # the run's seed is passed on
+    assert "shift-gate" not in default_method_names() and "shift-gate" in all_method_names()
