@@ -467,6 +467,13 @@ def _unsafe_path(name: str) -> str | None:
     return None
 
 
+#: tarfile's extraction filters (PEP 706) came with Python 3.11.4; before that our own member
+#: check runs alone and the modes are cleaned here (the ``data`` filter's effect on them).
+HAS_TAR_FILTERS = hasattr(tarfile, "data_filter")
+#: What an unsafe tar member raises: ``tarfile.FilterError`` where it exists, else ValueError.
+UnsafeTarMember: type[Exception] = getattr(tarfile, "FilterError", ValueError)
+
+
 def check_tar_member(member: tarfile.TarInfo) -> tarfile.TarInfo:
     """Refuse a tar member that could write outside the extraction folder.
 
@@ -483,9 +490,10 @@ def check_tar_member(member: tarfile.TarInfo) -> tarfile.TarInfo:
 
     Raises
     ------
-    tarfile.FilterError
-        (``tarfile.OutsideDestinationError`` and friends' base class) naming the member and
-        the reason: absolute path, ``..``, link leaving the folder, device file or FIFO.
+    UnsafeTarMember
+        ``tarfile.FilterError`` (``tarfile.OutsideDestinationError`` and friends' base class;
+        ValueError on Python < 3.11.4) naming the member and the reason: absolute path, ``..``,
+        link leaving the folder, device file or FIFO.
     """
     reason = _unsafe_path(member.name)
     if reason is None and (member.ischr() or member.isblk() or member.isfifo()):
@@ -498,7 +506,7 @@ def check_tar_member(member: tarfile.TarInfo) -> tarfile.TarInfo:
         if link.startswith("/") or resolved == ".." or resolved.startswith("../"):
             reason = f"a link to {member.linkname!r} outside the archive"
     if reason is not None:
-        raise tarfile.FilterError(f"unsafe archive member {member.name!r}: {reason}")
+        raise UnsafeTarMember(f"unsafe archive member {member.name!r}: {reason}")
     return member
 
 
@@ -527,6 +535,18 @@ def _tar_filter(member: tarfile.TarInfo, dest_path: str) -> tarfile.TarInfo | No
     return tarfile.data_filter(check_tar_member(member), dest_path)
 
 
+def _checked_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    """Every member checked before anything is written, with the ``data`` filter's mode rules
+    (no set-id or sticky bits, no group/other write, owner read/write kept) for Python
+    versions without extraction filters."""
+    members = [check_tar_member(m) for m in tar.getmembers()]
+    for m in members:
+        m.mode = (m.mode & 0o755) | (0o600 if m.isfile() else 0o700)
+        m.uid = m.gid = 0
+        m.uname = m.gname = ""
+    return members
+
+
 def extract_archive(archive: Path, folder: Path) -> None:
     """Unpack a ``.tar*`` or ``.zip`` archive into ``folder`` (which must exist), safely.
 
@@ -539,7 +559,7 @@ def extract_archive(archive: Path, folder: Path) -> None:
 
     Raises
     ------
-    tarfile.FilterError, ValueError
+    UnsafeTarMember, ValueError
         An unsafe member (see :func:`check_tar_member`, :func:`check_zip_member`).
     tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError
         A truncated or corrupt archive.
@@ -547,7 +567,10 @@ def extract_archive(archive: Path, folder: Path) -> None:
     kind = archive_kind(archive.name)
     if kind == "tar":
         with tarfile.open(archive, "r:*") as tar:
-            tar.extractall(folder, filter=_tar_filter)
+            if HAS_TAR_FILTERS:
+                tar.extractall(folder, filter=_tar_filter)
+            else:  # Python < 3.11.4
+                tar.extractall(folder, members=_checked_members(tar))
     elif kind == "zip":
         with zipfile.ZipFile(archive) as zf:
             infos = [check_zip_member(info) for info in zf.infolist()]
@@ -563,7 +586,7 @@ def _install_archive(name: str, remote: RemoteFile, archive: Path, root: Path, d
     try:
         try:
             extract_archive(archive, staging)
-        except (tarfile.FilterError, ValueError) as exc:
+        except (UnsafeTarMember, ValueError) as exc:
             archive.unlink(missing_ok=True)
             raise FetchError(
                 f"refused to extract {remote.filename!r} ({remote.url}): {exc}; nothing was "

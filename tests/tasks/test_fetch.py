@@ -28,11 +28,13 @@ from tasks.datasets import DATASETS, DatasetSpec
 from tasks.datasets._errors import ChecksumError, DatasetUnavailableError
 from tasks.datasets.base import RemoteFile
 from tasks.fetch import (
+    HAS_TAR_FILTERS,
     FetchError,
     NothingToFetchError,
     check_tar_member,
     check_zip_member,
     dataset_status,
+    extract_archive,
     fetch_dataset,
     marker_path,
 )
@@ -276,8 +278,12 @@ def _device(name: str) -> tarfile.TarInfo:
     ],
     ids=["dotdot", "absolute", "symlink-abs", "symlink-up", "hardlink-up", "device"],
 )
+@pytest.mark.parametrize("filters", [True, False], ids=["tar-filters", "python-before-3.11.4"])
 def test_unsafe_tar_members_are_refused_by_name(server, monkeypatch, tmp_path, members, extra,
-                                                 bad):
+                                                 bad, filters):
+    if filters and not HAS_TAR_FILTERS:
+        pytest.skip("this Python has no tarfile extraction filters")
+    monkeypatch.setattr("tasks.fetch.HAS_TAR_FILTERS", filters)
     # the good members come first: they must not survive the refusal either
     data = _tar_gz({**_good_members(), **members}, extra)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
@@ -292,6 +298,20 @@ def test_unsafe_tar_members_are_refused_by_name(server, monkeypatch, tmp_path, m
     _assert_nothing_installed(root)
     assert not (tmp_path / "deep" / "evil").exists() and not (tmp_path / "evil").exists()
     assert not Path("/tmp/alsa-bench-evil").exists()
+
+
+def test_without_tar_filters_members_are_checked_and_modes_cleaned(monkeypatch, tmp_path):
+    """Python < 3.11.4 has no ``filter=``: the same check runs first and the modes lose set-id
+    bits and group/other write, as the ``data`` filter would do."""
+    monkeypatch.setattr("tasks.fetch.HAS_TAR_FILTERS", False)
+    info = tarfile.TarInfo("tinyset/run.sh")
+    info.size, info.mode = 2, 0o6777
+    archive = tmp_path / "a.tar.gz"
+    archive.write_bytes(_tar_gz({"tinyset/a.npy": b"ab"}, [info]))
+    (tmp_path / "out").mkdir()
+    extract_archive(archive, tmp_path / "out")
+    assert (tmp_path / "out" / "tinyset" / "a.npy").read_bytes() == b"ab"
+    assert (tmp_path / "out" / "tinyset" / "run.sh").stat().st_mode & 0o7777 == 0o755
 
 
 def test_safe_internal_symlink_is_allowed():
