@@ -176,7 +176,6 @@ class ShiftGate(SoftmaxEstimator):
         covariate = self._build_covariate()
         super()._fit(val_logits, val_labels)
         self.covariate_estimator_ = covariate.fit(val_logits, val_labels)
-        self._target_logits: NDArray[np.float64] | None = None
 
     def _fit_log_probs(
         self,
@@ -186,32 +185,35 @@ class ShiftGate(SoftmaxEstimator):
     ) -> None:
         self.stats_ = class_conditional_stats(np.exp(val_log_probs), val_labels)
 
-    def _estimate(
-        self, target_logits: NDArray[np.float64]
+    def _estimate_log_probs(
+        self, target_log_probs: NDArray[np.float64]
     ) -> tuple[float, NDArray[np.float64] | None, dict[str, Any]]:
-        probs = np.exp(self._log_probs(target_logits))
+        """The label-shift half: EM marginal, :math:`\\sum_k q_k a_k`, the test and the weight."""
+        probs = np.exp(target_log_probs)
         q, n_iter = em_label_marginal(probs, self.stats_.prior, tol=float(self.em_tol))
         acc_ls = label_shift_accuracy(q, self.stats_)
         test = label_shift_test(probs, q, self.stats_)
-        weight = gate_weight(test.z, float(self.z_low), float(self.z_high))
-        diagnostics: dict[str, Any] = {
+        return acc_ls, None, {
             "z": test.z,
-            "weight": weight,
+            "weight": gate_weight(test.z, float(self.z_low), float(self.z_high)),
             "accuracy_label_shift": acc_ls,
             "label_marginal": q.tolist(),
             "em_iterations": n_iter,
         }
-        if weight > 0.0:
-            cov = self.covariate_estimator_.estimate(target_logits)
-            acc_cov = float(cov.accuracy)
-            diagnostics["covariate"] = dict(cov.diagnostics)
-        else:
-            acc_cov = float("nan")
-        diagnostics["accuracy_covariate"] = acc_cov
-        accuracy = acc_ls if weight == 0.0 else (1.0 - weight) * acc_ls + weight * acc_cov
-        return float(np.clip(accuracy, 0.0, 1.0)), None, diagnostics
 
-    def _estimate_log_probs(
-        self, target_log_probs: NDArray[np.float64]
-    ) -> tuple[float, NDArray[np.float64] | None, dict[str, Any]]:  # pragma: no cover
-        raise NotImplementedError("ShiftGate overrides _estimate (it needs the raw logits).")
+    def _estimate(
+        self, target_logits: NDArray[np.float64]
+    ) -> tuple[float, NDArray[np.float64] | None, dict[str, Any]]:
+        """Blend the label-shift estimate with the covariate method's (run only when weighted).
+
+        The covariate method reads the raw logits (it applies its own pre-processing)."""
+        acc_ls, _, diagnostics = super()._estimate(target_logits)
+        weight = diagnostics["weight"]
+        if weight == 0.0:
+            diagnostics["accuracy_covariate"] = float("nan")
+            return acc_ls, None, diagnostics
+        cov = self.covariate_estimator_.estimate(target_logits)
+        diagnostics["accuracy_covariate"] = float(cov.accuracy)
+        diagnostics["covariate"] = dict(cov.diagnostics)
+        accuracy = (1.0 - weight) * acc_ls + weight * float(cov.accuracy)
+        return float(np.clip(accuracy, 0.0, 1.0)), None, diagnostics

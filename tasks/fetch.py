@@ -536,9 +536,9 @@ def _tar_filter(member: tarfile.TarInfo, dest_path: str) -> tarfile.TarInfo | No
 
 
 def _checked_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
-    """Every member checked before anything is written, with the ``data`` filter's mode rules
-    (no set-id or sticky bits, no group/other write, owner read/write kept) for Python
-    versions without extraction filters."""
+    """Every member checked before anything is written, for Python versions without extraction
+    filters: the ``data`` filter's mode rules (no set-id or sticky bits, no group/other write;
+    owner read/write ensured) and no foreign ownership (root's uid/gid, no names)."""
     members = [check_tar_member(m) for m in tar.getmembers()]
     for m in members:
         m.mode = (m.mode & 0o755) | (0o600 if m.isfile() else 0o700)
