@@ -11,7 +11,7 @@ writer may hold it), fits per run
   ``alsa-g-raw`` / ``alsa-e-raw``;
 * ``atc-mc`` and ``cot`` for reference,
 
-each seeded with the run's seed as the benchmark does (``tasks.estimate.build_estimator``),
+each seeded with the run's seed as the benchmark does (``tasks.stages.estimate.build_estimator``),
 estimates every target split and prints the MAE in percentage points: per dataset x shift
 family and pooled per dataset (mean over the runs' splits, i.e. over backbones and seeds), and,
 for datasets with 2 classes, per backbone and per shifted row. ``--csv`` writes every estimate.

@@ -67,11 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     import duckdb
     import torch
 
-    from tasks.download import stage_dataset
-    from tasks.extract import extract_logits
-    from tasks.shifts import target_splits
-    from tasks.shifts.cache import iter_target_splits, prepare_target_splits
-    from tasks.train import default_threads, read_sidecar, train_classifier
+    from tasks.stages.download import stage_dataset
+    from tasks.stages.extract import compute_logits, ingest_logits
+    from tasks.data.targets import target_splits
+    from tasks.stages.splits import iter_target_splits, prepare_target_splits
+    from tasks.runtime.checkpoints import read_sidecar
+    from tasks.runtime.threads import default_threads
+    from tasks.stages.train import train_classifier
 
     print(f"# bench_data  state={home}  torch={torch.__version__}  {_load()}")
     print(f"# torch threads inside stages: {default_threads()}; device={args.device}")
@@ -109,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 side = read_sidecar(ckpt.path)
                 t = time.perf_counter()
-                extract_logits(ckpt, db=db, device=args.device)
+                ingest_logits(compute_logits(ckpt, db=db, device=args.device))
                 extract_s = time.perf_counter() - t
                 with duckdb.connect(str(db), read_only=True) as con:
                     rows = con.execute(
@@ -146,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def read_checkpoint_epochs(path: str) -> int:
     """Number of epochs recorded in a checkpoint's metadata."""
-    from tasks.train import load_checkpoint
+    from tasks.runtime.checkpoints import load_checkpoint
 
     return int(load_checkpoint(path)[1]["epochs"])
 

@@ -1,7 +1,7 @@
 """Throughput of the text suite's MiniLM forward pass (tokens per second), fp32 and bf16.
 
 Encodes real texts of the ``rt-reviews`` dataset (snippets, and full reviews cut by the
-head + tail rule) through :func:`tasks.text_encoder._forward`, the exact code the pipeline runs
+head + tail rule) through :func:`tasks.models.text_encoder._forward`, the exact code the pipeline runs
 (length-sorted batches of at most 8,192 tokens), with no feature cache involved, and prints
 tokens per second per precision. Run on a quiet machine::
 
@@ -20,8 +20,8 @@ import time
 import torch
 
 from storage.paths import data_dir
-from tasks import text_encoder
-from tasks.datasets import get_dataset_spec
+from tasks.models import text_encoder
+from tasks.data.datasets import get_dataset_spec
 
 
 def main() -> None:

@@ -1,9 +1,9 @@
 """CPU (or GPU) cost of the CIFAR ResNet18 recipe: seconds per 1,000 training images, images/s.
 
 Trains torchvision's ResNet18 (``resnet18``, 10 classes) with the pipeline's own image adapter
-(:class:`tasks.modalities.image.ImageAdapter`: per-batch ``to_inputs``, SGD momentum 0.9, lr 0.1,
+(:class:`tasks.models.modalities.image.ImageAdapter`: per-batch ``to_inputs``, SGD momentum 0.9, lr 0.1,
 weight decay 5e-4, batch 200, channels-last) on random ``uint8`` 32x32x3 images normalised by
-:func:`tasks.datasets.cifar.cifar10_inputs`, for one epoch over ``--train`` images, then predicts
+:func:`tasks.data.datasets.cifar.cifar10_inputs`, for one epoch over ``--train`` images, then predicts
 ``--predict`` images. No data set is needed. Prints the seconds per 1,000 training images, the
 inference throughput, and the extrapolated time of one epoch of the imbalanced CIFAR-10 source
 (26,667 images). Run on a quiet machine::
@@ -22,10 +22,10 @@ import time
 import numpy as np
 import torch
 
-from tasks.backbones import get_backbone, get_backbone_spec
-from tasks.datasets.base import imbalanced_counts
-from tasks.datasets.cifar import CIFAR10_TRAIN_LARGEST, RESNET18_RECIPE, SPECS
-from tasks.modalities.image import ADAPTER
+from tasks.models.backbones import get_backbone, get_backbone_spec
+from tasks.data.spec import imbalanced_counts
+from tasks.data.datasets.cifar import CIFAR10_TRAIN_LARGEST, RESNET18_RECIPE, SPECS
+from tasks.models.modalities.image import ADAPTER
 
 
 def main() -> None:

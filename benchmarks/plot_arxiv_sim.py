@@ -1,11 +1,11 @@
 """Train the quick GCN on ``arxiv-sim`` and plot its accuracy and the class priors by year.
 
-The GCN is the calibration model of :mod:`tasks.datasets.arxiv_sim`: 2 ``GCNConv`` layers
+The GCN is the calibration model of :mod:`tasks.data.datasets.arxiv_sim`: 2 ``GCNConv`` layers
 (hidden 64, ReLU, dropout 0.5), Adam (lr 1e-2, weight decay 5e-4), full batch on
 ``snapshot(2010)`` with all its nodes as training nodes, early stopping on the accuracy of the
 2012-2014 papers (forward pass on ``snapshot(2014)``) with patience 20, at most 200 epochs.
 Each year's papers are then classified on ``snapshot(year)``. Edges are used undirected
-(:func:`tasks.graphs.to_undirected`).
+(:func:`tasks.data.graphs.to_undirected`).
 
 Writes ``docs/graph/arxiv-sim-drift.png`` with two panels: accuracy by year (train / validation
 / test eras shaded) and the empirical class priors by year (stacked area). Run from the
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from torch_geometric.nn import GCNConv  # noqa: E402
 
-from tasks.datasets.arxiv_sim import (  # noqa: E402
+from tasks.data.datasets.arxiv_sim import (  # noqa: E402
     CLASS_NAMES,
     DATASET_SEED,
     ID_YEAR,
@@ -39,7 +39,7 @@ from tasks.datasets.arxiv_sim import (  # noqa: E402
     ArxivSimConfig,
     generate_arxiv_sim,
 )
-from tasks.graphs import Graph, to_undirected  # noqa: E402
+from tasks.data.graphs import Graph, to_undirected  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "graph" / "arxiv-sim-drift.png"
 

@@ -125,10 +125,10 @@ def main() -> None:
                         help="multiply the augmented space's tau (tuning of tau only)")
     args = parser.parse_args()
     if args.tau_scale != 1.0:
-        import estimators.alsa as alsa_module
+        import estimators.alsa.fitting as fitting_module  # where the fit looks tau up
 
-        base_tau = alsa_module.augmented_tau
-        alsa_module.augmented_tau = lambda z: base_tau(z) * args.tau_scale  # type: ignore
+        base_tau = fitting_module.augmented_tau
+        fitting_module.augmented_tau = lambda z: base_tau(z) * args.tau_scale  # type: ignore
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     problems = [digits_problem(0), blobs_problem(0), digits_problem(0, binary=True),

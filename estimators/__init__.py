@@ -18,10 +18,13 @@ from .exceptions import ConvergenceWarning, DegenerateValidationWarning, NotFitt
 from .registry import (
     ESTIMATORS,
     available_estimators,
+    check_estimator_params,
+    estimator_params,
     get_estimator,
     register,
     score_estimators,
 )
+from .params import Param
 from .score_map import ScoreEstimator, ScoreMap, leave_one_group_out
 
 # Importing the method modules registers them, in the order of the contract's key list.
@@ -38,9 +41,12 @@ __all__ = [
     "ESTIMATORS",
     "Estimator",
     "NotFittedError",
+    "Param",
     "ScoreEstimator",
     "ScoreMap",
     "available_estimators",
+    "check_estimator_params",
+    "estimator_params",
     "get_estimator",
     "leave_one_group_out",
     "register",

@@ -15,15 +15,22 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .base import Estimator
+from .params import Param
 from .scores import _log_softmax
 from .temperature import DEFAULT_BOUNDS, _fit_temperature
+
+#: The ``temperature_scaling`` parameter every softmax baseline declares (last, by convention).
+TEMPERATURE_SCALING = Param(
+    "temperature_scaling", "bool", True,
+    "Fit a temperature on the validation set and apply it to validation and target logits "
+    '(the papers\' "Post T"; False: "Pre T").',
+)
 
 
 class SoftmaxEstimator(Estimator):
     """Base class of estimators that read temperature-scaled softmax probabilities.
 
-    Subclasses take ``temperature_scaling: bool = True`` as a keyword-only ``__init__`` parameter
-    and implement ``_fit_log_probs`` / ``_estimate_log_probs``, which receive row-wise
+    Subclasses declare :data:`TEMPERATURE_SCALING` in their ``PARAMS`` and implement ``_fit_log_probs`` / ``_estimate_log_probs``, which receive row-wise
     log-probabilities of ``softmax(logits / temperature_)``.
 
     Attributes
@@ -33,13 +40,6 @@ class SoftmaxEstimator(Estimator):
     """
 
     temperature_scaling: bool
-
-    def _validate_params(self) -> None:
-        if not isinstance(self.temperature_scaling, (bool, np.bool_)):
-            raise ValueError(
-                f"The 'temperature_scaling' parameter of {type(self).__name__} must be a bool; "
-                f"got {self.temperature_scaling!r}."
-            )
 
     def _fit(self, val_logits: NDArray[np.float64], val_labels: NDArray[np.int64]) -> None:
         if self.temperature_scaling:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._softmax import SoftmaxEstimator
+from ._softmax import TEMPERATURE_SCALING, SoftmaxEstimator
 from .registry import register
 from .scores import _max_confidence_from_log_probs, check_probs
 
@@ -96,8 +96,7 @@ class AC(SoftmaxEstimator):
     0.5
     """
 
-    def __init__(self, *, temperature_scaling: bool = True) -> None:
-        self.temperature_scaling = temperature_scaling
+    PARAMS = (TEMPERATURE_SCALING,)
 
     def _fit_log_probs(
         self,

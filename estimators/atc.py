@@ -40,10 +40,11 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._softmax import SoftmaxEstimator
+from ._softmax import TEMPERATURE_SCALING, SoftmaxEstimator
 from ._validation import check_in_choices
+from .params import Param, with_defaults
 from .registry import register
-from .scores import ScoreName, check_correct, check_scores, compute_score
+from .scores import check_correct, check_scores, compute_score
 
 __all__ = ["ATC", "ATCMC", "ATCNE", "ThresholdRule", "atc_accuracy", "fit_atc_threshold"]
 
@@ -185,22 +186,13 @@ class ATC(SoftmaxEstimator):
 
     name: ClassVar[str] = "atc"
 
-    def __init__(
-        self,
-        *,
-        score: ScoreName = "max_confidence",
-        rule: ThresholdRule = "exact",
-        temperature_scaling: bool = True,
-    ) -> None:
-        self.score = score
-        self.rule = rule
-        self.temperature_scaling = temperature_scaling
-
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        owner = type(self).__name__
-        check_in_choices(self.score, "score", owner, _SCORE_NAMES)
-        check_in_choices(self.rule, "rule", owner, _RULES)
+    PARAMS: ClassVar[tuple[Param, ...]] = (
+        Param("score", "choice", "max_confidence", "Confidence score: max softmax probability "
+              "(MC) or negative entropy (NE, natural log).", choices=_SCORE_NAMES),
+        Param("rule", "choice", "exact", "Threshold rule (`fit_atc_threshold`): exact "
+              "validation error, or the reference codes' off-by-one.", choices=_RULES),
+        TEMPERATURE_SCALING,
+    )
 
     def _fit_log_probs(
         self,
@@ -240,14 +232,7 @@ class ATCMC(ATC):
     ATC : parameters, formula and references.
     """
 
-    def __init__(
-        self,
-        *,
-        score: ScoreName = "max_confidence",
-        rule: ThresholdRule = "exact",
-        temperature_scaling: bool = True,
-    ) -> None:
-        super().__init__(score=score, rule=rule, temperature_scaling=temperature_scaling)
+    PARAMS = ATC.PARAMS
 
 
 @register("atc-ne")
@@ -265,11 +250,4 @@ class ATCNE(ATC):
     ATC : parameters, formula and references.
     """
 
-    def __init__(
-        self,
-        *,
-        score: ScoreName = "negative_entropy",
-        rule: ThresholdRule = "exact",
-        temperature_scaling: bool = True,
-    ) -> None:
-        super().__init__(score=score, rule=rule, temperature_scaling=temperature_scaling)
+    PARAMS = with_defaults(ATC.PARAMS, score="negative_entropy")

@@ -14,15 +14,16 @@ import inspect
 import json
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ._validation import check_logits, check_val_inputs
 from .exceptions import NotFittedError
-
+from .params import Param, make_init, validate_params
 
 #: Default nominal coverage of :attr:`AccuracyEstimate.interval`.
 DEFAULT_LEVEL = 0.90
@@ -253,12 +254,16 @@ def params_json(params: Mapping[str, Any]) -> str:
 class Estimator(ABC):
     """Base class: predict a classifier's accuracy on an unlabelled target set.
 
-    Subclasses set ``name`` (the registry key), take keyword-only hyper-parameters in
-    ``__init__`` stored under the same names, validate them in ``_validate_params`` and implement
-    ``_fit`` and ``_estimate``.
+    Subclasses set ``name`` (the registry key), declare their hyper-parameters once in
+    ``PARAMS`` (a tuple of :class:`~estimators.params.Param`) and implement ``_fit`` and
+    ``_estimate``. A class that declares ``PARAMS`` and writes no ``__init__`` gets a keyword-only
+    one that stores each value under its name; every declared value is validated at ``fit``
+    (:meth:`_validate_params`, which a subclass extends for checks between parameters).
     """
 
     name: ClassVar[str]
+    #: The hyper-parameters, in ``__init__`` order (:mod:`estimators.params`).
+    PARAMS: ClassVar[tuple[Param, ...]] = ()
     #: Whether ``_estimate`` returns per-sample probabilities; False skips the validation pass
     #: of :meth:`_residual_variance` (DoC, IM, COT), whose residuals would be None anyway.
     has_per_sample: ClassVar[bool] = True
@@ -269,9 +274,21 @@ class Estimator(ABC):
     #: of the benchmark's default methods); the shift gate, which misses its benchmark goal.
     opt_in: ClassVar[bool] = False
 
+    if TYPE_CHECKING:
+        # Hyper-parameters are attributes that the synthesised ``__init__`` sets from ``PARAMS``;
+        # to the type checker they are ``Any`` (their declaration, not an annotation, is checked).
+        def __getattr__(self, name: str) -> Any: ...
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "PARAMS" in cls.__dict__ and "__init__" not in cls.__dict__:
+            setattr(cls, "__init__", make_init(cls.PARAMS))  # noqa: B010  (mypy: no method assignment)
+
     # ----------------------------------------------------------------- parameters
     @classmethod
     def _param_names(cls) -> list[str]:
+        if cls.PARAMS:
+            return [p.name for p in cls.PARAMS]
         sig = inspect.signature(cls.__init__)
         return [
             p.name
@@ -295,7 +312,12 @@ class Estimator(ABC):
         return self
 
     def _validate_params(self) -> None:
-        """Check hyper-parameters; called at the start of ``fit``. Override to add checks."""
+        """Check every declared hyper-parameter; called at the start of ``fit``.
+
+        Override (calling ``super()._validate_params()`` first) to add checks between
+        parameters that a single declaration cannot express.
+        """
+        validate_params(self.PARAMS, self.get_params(), type(self).__name__)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())

@@ -61,9 +61,10 @@ import numpy as np
 import ot
 from numpy.typing import ArrayLike, NDArray
 
-from ._softmax import SoftmaxEstimator
+from ._softmax import TEMPERATURE_SCALING, SoftmaxEstimator
 from ._validation import check_in_choices, check_number
 from .exceptions import ConvergenceWarning
+from .params import Param
 from .registry import register
 from .scores import check_probs
 
@@ -315,6 +316,12 @@ def cot_accuracy(
     return 1.0 - cost
 
 
+def _check_label_marginal(value: Any, owner: str) -> None:
+    """A string must be ``"val"`` or ``"uniform"``; a vector is checked at ``fit``."""
+    if isinstance(value, str):
+        check_in_choices(value, "label_marginal", owner, ("val", "uniform"))
+
+
 @register("cot")
 class COT(SoftmaxEstimator):
     """Confidence Optimal Transport: 1 minus half the EMD from target softmax to label one-hots.
@@ -368,29 +375,19 @@ class COT(SoftmaxEstimator):
 
     has_per_sample = False  # no per-sample probabilities (interval: binomial)
 
-    def __init__(
-        self,
-        *,
-        label_marginal: Literal["val", "uniform"] | ArrayLike = "val",
-        mode: CotMode = "exact",
-        batch_size: int = OFFICIAL_BATCH_SIZE,
-        seed: int | None = 0,
-        temperature_scaling: bool = True,
-    ) -> None:
-        self.label_marginal = label_marginal
-        self.mode = mode
-        self.batch_size = batch_size
-        self.seed = seed
-        self.temperature_scaling = temperature_scaling
-
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        check_in_choices(self.mode, "mode", "COT", _MODES)
-        check_number(self.batch_size, "batch_size", "COT", low=1, integer=True)
-        if self.seed is not None:
-            check_number(self.seed, "seed", "COT", low=0, integer=True)
-        if isinstance(self.label_marginal, str):
-            check_in_choices(self.label_marginal, "label_marginal", "COT", ("val", "uniform"))
+    PARAMS = (
+        Param("label_marginal", "any", "val", "Source label marginal: the validation label "
+              'frequencies, `"uniform"`, or a probability vector of length c (checked at fit).',
+              check=_check_label_marginal,
+              accepts='`"val"` or `"uniform"` or a probability vector'),
+        Param("mode", "choice", "exact", "Exact n x c transport, or the official sampled m x m "
+              "construction (parity only).", choices=_MODES),
+        Param("batch_size", "int", OFFICIAL_BATCH_SIZE, "Target rows per batch.", low=1,
+              acts='mode="sampled"'),
+        Param("seed", "int", 0, "Seed of the sampled labels and batches.", low=0, special=(None,),
+              acts='mode="sampled"'),
+        TEMPERATURE_SCALING,
+    )
 
     def _fit(self, val_logits: NDArray[np.float64], val_labels: NDArray[np.int64]) -> None:
         # Resolve (and check) the marginal before spending time on temperature scaling.

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._softmax import SoftmaxEstimator
+from ._softmax import TEMPERATURE_SCALING, SoftmaxEstimator
+from .params import Param
 from .registry import register
 from .scores import _max_confidence_from_log_probs, check_correct, check_scores
 
@@ -112,14 +113,11 @@ class DoC(SoftmaxEstimator):
 
     has_per_sample = False  # no per-sample probabilities (interval: binomial)
 
-    def __init__(self, *, clip: bool = True, temperature_scaling: bool = True) -> None:
-        self.clip = clip
-        self.temperature_scaling = temperature_scaling
-
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        if not isinstance(self.clip, (bool, np.bool_)):
-            raise ValueError(f"The 'clip' parameter of DoC must be a bool; got {self.clip!r}.")
+    PARAMS = (
+        Param("clip", "bool", True, "Clip the estimate to [0, 1] (False: the reference codes' "
+              "unclipped value, which may leave [0, 1])."),
+        TEMPERATURE_SCALING,
+    )
 
     def _fit_log_probs(
         self,

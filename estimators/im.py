@@ -39,8 +39,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._softmax import SoftmaxEstimator
+from ._softmax import TEMPERATURE_SCALING, SoftmaxEstimator
 from ._validation import check_number
+from .params import Param
 from .registry import register
 from .scores import _max_confidence_from_log_probs, check_correct, check_scores
 
@@ -222,13 +223,10 @@ class IM(SoftmaxEstimator):
 
     has_per_sample = False  # no per-sample probabilities (interval: binomial)
 
-    def __init__(self, *, n_bins: int = 10, temperature_scaling: bool = True) -> None:
-        self.n_bins = n_bins
-        self.temperature_scaling = temperature_scaling
-
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        check_number(self.n_bins, "n_bins", "IM", low=1, integer=True)
+    PARAMS = (
+        Param("n_bins", "int", 10, "Equal-width confidence bins over [0, 1].", low=1),
+        TEMPERATURE_SCALING,
+    )
 
     def _fit_log_probs(
         self,

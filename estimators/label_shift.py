@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -69,7 +69,7 @@ def _check_prior(prior: Any, n_classes: int, name: str = "prior") -> NDArray[np.
     if not np.all(np.isfinite(pi)) or pi.min() < 0.0 or pi.sum() <= 0.0:
         raise ValueError(f"{name} must be finite, non-negative and not all zero; "
                          f"got {pi.tolist()[:10]}.")
-    return pi / pi.sum()
+    return cast("NDArray[np.float64]", pi / pi.sum())
 
 
 def _em_step(probs: NDArray[np.float64], ratio_of: Any, q: NDArray[np.float64]) -> tuple[

@@ -47,14 +47,15 @@ References
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._validation import check_in_choices, check_logits, check_number
+from .params import Param
 from .registry import register
-from .score_map import ScoreEstimator
+from .score_map import SCORE_MAP, ScoreEstimator
 
 __all__ = ["MaNo", "mano_criterion", "mano_score"]
 
@@ -94,10 +95,10 @@ def _power_sum(x: NDArray[np.float64], p: float) -> NDArray[np.float64]:
     """Row sums of ``|x|**p`` (x >= 0), with the p = 4 / p = 2 cases as products."""
     if p == 4.0:
         x2 = x * x
-        return np.einsum("ij,ij->i", x2, x2)
+        return cast("NDArray[np.float64]", np.einsum("ij,ij->i", x2, x2))
     if p == 2.0:
-        return np.einsum("ij,ij->i", x, x)
-    return (np.abs(x) ** p).sum(axis=1)
+        return cast("NDArray[np.float64]", np.einsum("ij,ij->i", x, x))
+    return cast("NDArray[np.float64]", (np.abs(x) ** p).sum(axis=1))
 
 
 def _paper_score(z: NDArray[np.float64], p: float, delta: float) -> tuple[float, float, str]:
@@ -230,24 +231,15 @@ class MaNo(ScoreEstimator):
     (0.5, 0.5)
     """
 
-    def __init__(
-        self,
-        *,
-        norm_order: float = 4.0,
-        delta: float = 5.0,
-        form: MaNoForm = "paper",
-        batch_size: int = 128,
-        score_map: Any = None,
-    ) -> None:
-        self.norm_order = norm_order
-        self.delta = delta
-        self.form = form
-        self.batch_size = batch_size
-        self.score_map = score_map
-
-    def _validate_params(self) -> None:
-        _check_mano_params(self.norm_order, self.delta, self.form, self.batch_size, "MaNo")
-        super()._validate_params()
+    PARAMS = (
+        Param("norm_order", "float", 4.0, "p of the entrywise matrix norm.", low=1.0),
+        Param("delta", "float", 5.0, "Threshold on the criterion Phi that picks the "
+              "normalisation."),
+        Param("form", "choice", "paper", "The paper's definition or the official code's.",
+              choices=("paper", "code")),
+        Param("batch_size", "int", 128, "Rows per batch.", low=1, acts='form="code"'),
+        SCORE_MAP,
+    )
 
     def _score(self, logits: NDArray[np.float64]) -> tuple[float, dict[str, Any]]:
         if self.form == "paper":

@@ -31,14 +31,14 @@ References
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._validation import check_logits
 from .registry import register
-from .score_map import ScoreEstimator
+from .score_map import SCORE_MAP, ScoreEstimator
 
 __all__ = ["NuclearNorm", "nuclear_norm_score"]
 
@@ -47,7 +47,7 @@ def _softmax_inplace(z: NDArray[np.float64]) -> NDArray[np.float64]:
     p = z - z.max(axis=1, keepdims=True)
     np.exp(p, out=p)
     p /= p.sum(axis=1, keepdims=True)
-    return p
+    return cast("NDArray[np.float64]", p)
 
 
 def _nuclear_norm(p: NDArray[np.float64]) -> float:
@@ -100,8 +100,7 @@ class NuclearNorm(ScoreEstimator):
     (1.0, nan)
     """
 
-    def __init__(self, *, score_map: Any = None) -> None:
-        self.score_map = score_map
+    PARAMS = (SCORE_MAP,)
 
     def _score(self, logits: NDArray[np.float64]) -> tuple[float, dict[str, Any]]:
         n, k = logits.shape

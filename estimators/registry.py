@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from .base import Estimator
+from .params import Param
 
 E = TypeVar("E", bound=type[Estimator])
 
@@ -54,6 +56,50 @@ def score_estimators() -> list[str]:
     return [k for k, cls in ESTIMATORS.items() if getattr(cls, "needs_score_map", False)]
 
 
+def _estimator_class(name: str) -> type[Estimator]:
+    try:
+        return ESTIMATORS[name]
+    except KeyError:
+        raise ValueError(
+            f"Unknown estimator {name!r}; available: "
+            f"{', '.join(available_estimators(include_scores=True, include_opt_in=True))}."
+        ) from None
+
+
+def estimator_params(name: str) -> tuple[Param, ...]:
+    """The declared hyper-parameters of the estimator registered as ``name``, in ``__init__`` order.
+
+    Examples
+    --------
+    >>> [(p.name, p.default) for p in estimator_params("im")]
+    [('n_bins', 10), ('temperature_scaling', True)]
+    """
+    return _estimator_class(name).PARAMS
+
+
+def check_estimator_params(name: str, values: Mapping[str, Any]) -> None:
+    """Validate hyper-parameters for the estimator ``name`` without fitting anything.
+
+    Runs the same checks as ``fit`` (every declared parameter, then the estimator's checks
+    between parameters) on the defaults updated with ``values``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is unknown, a key of ``values`` is not a parameter, or a value is refused;
+        the message names the parameter.
+
+    Examples
+    --------
+    >>> check_estimator_params("alsa-g", {"n_anchors": 50})
+    >>> check_estimator_params("alsa-g", {"alpha": 1.5})
+    Traceback (most recent call last):
+    ...
+    ValueError: The 'alpha' parameter of ALSAG must be in (0.0, 1.0); got 1.5.
+    """
+    get_estimator(name, **values)._validate_params()
+
+
 def get_estimator(name: str, **params: Any) -> Estimator:
     """Instantiate the estimator registered as ``name`` with keyword hyper-parameters.
 
@@ -62,13 +108,7 @@ def get_estimator(name: str, **params: Any) -> Estimator:
     ValueError
         If ``name`` is unknown (the message lists the valid keys) or a parameter is unknown.
     """
-    try:
-        cls = ESTIMATORS[name]
-    except KeyError:
-        raise ValueError(
-            f"Unknown estimator {name!r}; available: "
-            f"{', '.join(available_estimators(include_scores=True, include_opt_in=True))}."
-        ) from None
+    cls = _estimator_class(name)
     try:
         return cls(**params)
     except TypeError as exc:

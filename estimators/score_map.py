@@ -39,6 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .base import DEFAULT_LEVEL, AccuracyEstimate, Estimator, check_level
 from ._validation import check_in_choices
+from .params import Param
 
 __all__ = ["ScoreEstimator", "ScoreMap", "leave_one_group_out"]
 
@@ -268,6 +269,18 @@ def _as_score_map(value: Any, owner: str) -> ScoreMap | None:
                      f"a (slope, intercept) pair of finite numbers; got {value!r}.")
 
 
+def _check_score_map(value: Any, owner: str) -> None:
+    _as_score_map(value, owner)
+
+
+#: The ``score_map`` parameter every score estimator declares.
+SCORE_MAP = Param(
+    "score_map", "any", None, "Map from the score to accuracy: a fitted `ScoreMap` or a "
+    "(slope, intercept) pair; None: `accuracy` is NaN.", check=_check_score_map,
+    accepts="`ScoreMap` or (slope, intercept) or `None`",
+)
+
+
 class ScoreEstimator(Estimator):
     r"""Base of estimators that compute a label-free *score*, not an accuracy.
 
@@ -287,9 +300,6 @@ class ScoreEstimator(Estimator):
     has_per_sample: ClassVar[bool] = False
 
     score_map: Any
-
-    def _validate_params(self) -> None:
-        _as_score_map(self.score_map, type(self).__name__)
 
     def _fit(self, val_logits: NDArray[np.float64], val_labels: NDArray[np.int64]) -> None:
         self.map_ = _as_score_map(self.score_map, type(self).__name__)

@@ -22,7 +22,7 @@ References
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -62,16 +62,16 @@ def _log_softmax(logits: NDArray[np.float64]) -> NDArray[np.float64]:
     np.maximum(shifted, _LOG_FLOOR, out=shifted)
     lse = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     shifted -= lse
-    return shifted
+    return cast("NDArray[np.float64]", shifted)
 
 
 def _max_confidence_from_log_probs(log_probs: NDArray[np.float64]) -> NDArray[np.float64]:
-    return np.exp(log_probs.max(axis=1))
+    return cast("NDArray[np.float64]", np.exp(log_probs.max(axis=1)))
 
 
 def _negative_entropy_from_log_probs(log_probs: NDArray[np.float64]) -> NDArray[np.float64]:
     # log_probs are finite for finite logits, so exp(lp) * lp is 0 (not NaN) where exp underflows.
-    return np.einsum("ij,ij->i", np.exp(log_probs), log_probs)
+    return cast("NDArray[np.float64]", np.einsum("ij,ij->i", np.exp(log_probs), log_probs))
 
 
 _SCORE_FROM_LOG_PROBS: dict[str, Callable[[NDArray[np.float64]], NDArray[np.float64]]] = {
@@ -225,7 +225,7 @@ def max_confidence_from_probs(probs: ArrayLike) -> NDArray[np.float64]:
     -------
     ndarray of shape (n_samples,)
     """
-    return check_probs(probs, "probs").max(axis=1)
+    return cast("NDArray[np.float64]", check_probs(probs, "probs").max(axis=1))
 
 
 def negative_entropy_from_probs(probs: ArrayLike) -> NDArray[np.float64]:
@@ -241,7 +241,7 @@ def negative_entropy_from_probs(probs: ArrayLike) -> NDArray[np.float64]:
         Values ``<= 0``; exactly 0 for one-hot rows.
     """
     arr = check_probs(probs, "probs")
-    return xlogy(arr, arr).sum(axis=1)
+    return cast("NDArray[np.float64]", xlogy(arr, arr).sum(axis=1))
 
 
 def check_scores(values: Any, name: str) -> NDArray[np.float64]:

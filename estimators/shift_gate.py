@@ -29,8 +29,7 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from ._softmax import SoftmaxEstimator
-from ._validation import check_number
+from ._softmax import TEMPERATURE_SCALING, SoftmaxEstimator
 from .base import Estimator
 from .label_shift import (
     class_conditional_stats,
@@ -38,6 +37,7 @@ from .label_shift import (
     label_shift_accuracy,
     label_shift_test,
 )
+from .params import Param
 from .registry import ESTIMATORS, get_estimator, register
 
 __all__ = ["ShiftGate", "gate_weight"]
@@ -62,6 +62,23 @@ def gate_weight(z: float, z_low: float, z_high: float) -> float:
     if z_high <= z_low:
         return float(z > z_low)
     return float(np.clip((z - z_low) / (z_high - z_low), 0.0, 1.0))
+
+
+def _check_covariate(value: Any, owner: str) -> None:
+    choices = [k for k, cls in ESTIMATORS.items()
+               if k != "shift-gate" and not getattr(cls, "needs_score_map", False)]
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(
+            f"The 'covariate' parameter of {owner} must be one of {choices}; got {value!r}."
+        )
+
+
+def _check_covariate_params(value: Any, owner: str) -> None:
+    if value is not None and not isinstance(value, Mapping):
+        raise ValueError(
+            f"The 'covariate_params' parameter of {owner} must be a mapping of "
+            f"hyper-parameters or None; got {type(value).__name__}."
+        )
 
 
 @register("shift-gate")
@@ -120,48 +137,27 @@ class ShiftGate(SoftmaxEstimator):
     has_per_sample = False
     opt_in = True
 
-    def __init__(
-        self,
-        *,
-        z_low: float = DEFAULT_Z_LOW,
-        z_high: float = DEFAULT_Z_HIGH,
-        covariate: str = DEFAULT_COVARIATE,
-        covariate_params: Mapping[str, Any] | None = None,
-        seed: int | None = None,
-        em_tol: float = 1e-8,
-        temperature_scaling: bool = True,
-    ) -> None:
-        self.z_low = z_low
-        self.z_high = z_high
-        self.covariate = covariate
-        self.covariate_params = covariate_params
-        self.seed = seed
-        self.em_tol = em_tol
-        self.temperature_scaling = temperature_scaling
-
+    PARAMS = (
+        Param("z_low", "float", DEFAULT_Z_LOW, "Label-shift z-score up to which the covariate "
+              "weight is 0."),
+        Param("z_high", "float", DEFAULT_Z_HIGH, "z-score from which the covariate weight is 1 "
+              "(>= z_low; equal values give a hard switch)."),
+        Param("covariate", "any", DEFAULT_COVARIATE, "Registry key of the estimator used under "
+              "covariate shift (not shift-gate, not a score).", check=_check_covariate,
+              accepts="registry key"),
+        Param("covariate_params", "any", None, "Hyper-parameters of that estimator (a mapping) "
+              "or None.", check=_check_covariate_params, accepts="mapping or `None`"),
+        Param("seed", "int", None, "Passed to the covariate estimator when it has a seed and "
+              "covariate_params sets none.", low=0, special=(None,)),
+        Param("em_tol", "float", 1e-8, "Tolerance of the EM label marginal.", low=0.0),
+        TEMPERATURE_SCALING,
+    )
     def _validate_params(self) -> None:
         super()._validate_params()
-        check_number(self.z_low, "z_low", "ShiftGate")
-        check_number(self.z_high, "z_high", "ShiftGate")
         if float(self.z_high) < float(self.z_low):
             raise ValueError(
                 f"The 'z_high' parameter of ShiftGate must be >= z_low ({self.z_low!r}); "
                 f"got {self.z_high!r}."
-            )
-        check_number(self.em_tol, "em_tol", "ShiftGate", low=0.0)
-        if self.seed is not None:
-            check_number(self.seed, "seed", "ShiftGate", low=0, integer=True)
-        choices = [k for k, cls in ESTIMATORS.items()
-                   if k != "shift-gate" and not getattr(cls, "needs_score_map", False)]
-        if not isinstance(self.covariate, str) or self.covariate not in choices:
-            raise ValueError(
-                f"The 'covariate' parameter of ShiftGate must be one of {choices}; "
-                f"got {self.covariate!r}."
-            )
-        if self.covariate_params is not None and not isinstance(self.covariate_params, Mapping):
-            raise ValueError(
-                "The 'covariate_params' parameter of ShiftGate must be a mapping of "
-                f"hyper-parameters or None; got {type(self.covariate_params).__name__}."
             )
 
     def _build_covariate(self) -> Estimator:

@@ -19,19 +19,14 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows.benchmark import make_plan, run_pipeline
+from flows.benchmark import run_pipeline
 from storage.paths import db_path, reports_dir
-from tasks.refs import ReportRef
-from tasks.stages import (
-    ablation_task,
-    output_exists,
-    parse_refresh,
-    report_fingerprint,
-    report_task,
-    run_stage,
-    variant_label,
-)
-from tasks.versions import stage_code_version
+from tasks.plan import RunOptions, make_plan
+from tasks.runtime.refs import ReportRef
+from tasks.stages.ablations import ablation_task, variant_label
+from tasks.stages.healing import ingest_result, output_exists, result_intact, run_stage
+from tasks.stages.report import report_fingerprint, report_task
+from tasks.stages.versions import parse_refresh, stage_code_version
 
 #: Parameter groups frozen in the paper's ablation (fix a, fix p, fix v, fix p&v).
 FREEZE_SETTINGS: tuple[tuple[str, ...], ...] = (
@@ -73,7 +68,7 @@ def ablation_variants(
     Returns
     -------
     dict of str to (str, dict)
-        ``label -> (method, params)`` for :func:`tasks.stages.estimate_variants`.
+        ``label -> (method, params)`` for :func:`tasks.stages.ablations.estimate_variants`.
     """
     base = dict(base_params or {})
     out: dict[str, tuple[str, dict[str, Any]]] = {variant_label(method): (method, dict(base))}
@@ -146,17 +141,16 @@ def ablations(
     variants = ablation_variants(
         method, freeze=freeze, alphas=alphas, anchor_counts=anchor_counts, base_params=base_params
     )
-    upstream = run_pipeline(
-        plan, until="extract", epochs=epochs, max_train_samples=max_train_samples, device=device,
-        batch_size=batch_size,
-    )
+    options = RunOptions(epochs=epochs, max_train_samples=max_train_samples, device=device,
+                         batch_size=batch_size)
+    upstream = run_pipeline(plan, options, until="extract")
     fresh = parse_refresh(["estimate"] if refresh else None)
     version = stage_code_version("estimate")
     estimates = []
     for logits in upstream.logits:
         ref, outcome = run_stage(
             ablation_task, "estimate", fresh, logits, variants, version, key=logits.run_key,
-            check=lambda ref: output_exists(ref, methods=list(variants)),
+            check=result_intact, ingest=ingest_result,  # published by the task, ingested here
         )
         logger.info("ablate   %-28s %s in %.2f s", outcome.key, outcome.state, outcome.seconds)
         estimates.append(ref)

@@ -23,13 +23,10 @@ Examples
 from __future__ import annotations
 
 import os
-import platform
-import re
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -40,7 +37,9 @@ from flows.doctor_cli import doctor_command
 from flows.estimate_cli import estimate_command
 from flows.fetch_cli import datasets_command, fetch_command
 from storage.errors import StorageError
-from tasks.versions import REFRESH_ALL, STAGES, parse_refresh
+from tasks.methods import check_method_names
+from tasks.plan import RunOptions, run_option_fields
+from tasks.stages.versions import STAGES, parse_refresh
 
 app = typer.Typer(
     name="alsa-bench",
@@ -91,168 +90,96 @@ def _guard(call: Callable[[], T], *, user_errors: tuple[type[BaseException], ...
 
 
 # ------------------------------------------------------------------------------------------ run
+def _run_option(name: str) -> Any:
+    """The ``typer.Option`` of :class:`tasks.plan.RunOptions`' field ``name``: its flags, help
+    line and Typer settings come from the field's metadata (its default is the field's)."""
+    meta = _RUN_FIELDS[name].metadata
+    return typer.Option(*meta["cli"], help=meta["help"], **meta["typer"])
+
+
+_RUN_FIELDS = {f.name: f for f in run_option_fields(cli=True)}
+#: The ``run`` options' defaults: RunOptions'.
+_RUN_DEFAULTS = {name: f.default for name, f in _RUN_FIELDS.items()}
+
+
 @app.command("run")
 def run_command(
-    suite: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--suite", "-s",
-            help="Benchmark suite (repeatable): fmnist, graph, text, ogbn-arxiv, amazon-wilds; "
-            "default every offline suite (fmnist, graph and text).",
-        ),
-    ] = None,
-    backbone: Annotated[
-        list[str] | None,
-        typer.Option("--backbone", "-b", help="Backbone (repeatable); default all."),
-    ] = None,
-    seed: Annotated[
-        list[int] | None, typer.Option("--seed", help="Training seed (repeatable).")
-    ] = None,
-    seeds: Annotated[
-        int | None,
-        typer.Option("--seeds", help="Number of seeds: 0 .. N-1 (default 1; 3 with --full)."),
-    ] = None,
-    refresh: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--refresh",
-            help="Re-run a stage and everything after it (repeatable): "
-            f"{'|'.join((*STAGES, REFRESH_ALL))}.",
-        ),
-    ] = None,
-    full: Annotated[
-        bool, typer.Option("--full", help="Paper protocol: every backbone, 3 seeds.")
-    ] = False,
-    dataset: Annotated[
-        list[str] | None,
-        typer.Option("--dataset", "-d", help="Dataset of the suite (repeatable); default all."),
-    ] = None,
-    method: Annotated[
-        list[str] | None,
-        typer.Option("--method", "-m", help="Estimator (repeatable); default all registered."),
-    ] = None,
-    param: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--param", metavar="METHOD.NAME=VALUE",
-            help="Hyper-parameter of one method, e.g. alsa-g.alpha=0.9 (JSON values; "
-            "repeatable); part of each estimate's cache key and stored with it.",
-        ),
-    ] = None,
-    epochs: Annotated[
-        int | None, typer.Option(help="Training epochs; default each backbone's recipe.", min=1)
-    ] = None,
+    suite: Annotated[list[str] | None, _run_option("suite")] = _RUN_DEFAULTS["suite"],
+    backbones: Annotated[list[str] | None, _run_option("backbones")] = _RUN_DEFAULTS["backbones"],
+    seed: Annotated[list[int] | None, _run_option("seed")] = _RUN_DEFAULTS["seed"],
+    seeds: Annotated[int | None, _run_option("seeds")] = _RUN_DEFAULTS["seeds"],
+    refresh: Annotated[list[str] | None, _run_option("refresh")] = _RUN_DEFAULTS["refresh"],
+    full: Annotated[bool, _run_option("full")] = _RUN_DEFAULTS["full"],
+    datasets: Annotated[list[str] | None, _run_option("datasets")] = _RUN_DEFAULTS["datasets"],
+    methods: Annotated[list[str] | None, _run_option("methods")] = _RUN_DEFAULTS["methods"],
+    method_params: Annotated[
+        list[str] | None, _run_option("method_params")
+    ] = _RUN_DEFAULTS["method_params"],
+    epochs: Annotated[int | None, _run_option("epochs")] = _RUN_DEFAULTS["epochs"],
     max_train_samples: Annotated[
-        int | None, typer.Option(help="Cap on training samples (quick runs).", min=1)
-    ] = None,
-    device: Annotated[str, typer.Option(help="Torch device: auto, cpu, cuda, cuda:N.")] = "auto",
-    run_name: Annotated[
-        str | None,
-        typer.Option(help="Report name: <state>/reports/<run-name>/ (default: the suite)."),
-    ] = None,
-    ablations: Annotated[
-        bool,
-        typer.Option("--ablations",
-                     help="Also run the ALSA ablations (<state>/reports/<run>-ablations/)."),
-    ] = False,
-    artifacts: Annotated[
-        bool, typer.Option("--artifacts/--no-artifacts", help="Publish Prefect artifacts.")
-    ] = True,
-    workers: Annotated[
-        int,
-        typer.Option(
-            "--workers", min=0,
-            help="Run train/extract/estimate on a local Dask cluster of N worker processes "
-            "(0: in this process, one task after another).",
-        ),
-    ] = 0,
+        int | None, _run_option("max_train_samples")
+    ] = _RUN_DEFAULTS["max_train_samples"],
+    device: Annotated[str, _run_option("device")] = _RUN_DEFAULTS["device"],
+    run_name: Annotated[str | None, _run_option("run_name")] = _RUN_DEFAULTS["run_name"],
+    ablations: Annotated[bool, _run_option("ablations")] = _RUN_DEFAULTS["ablations"],
+    publish_artifacts: Annotated[
+        bool, _run_option("publish_artifacts")
+    ] = _RUN_DEFAULTS["publish_artifacts"],
+    workers: Annotated[int, _run_option("workers")] = _RUN_DEFAULTS["workers"],
     dask_address: Annotated[
-        str | None,
-        typer.Option(
-            "--dask-address", metavar="tcp://HOST:PORT",
-            help="Run the tasks on an existing Dask scheduler (dask-jobqueue, Kubernetes, ...).",
-        ),
-    ] = None,
+        str | None, _run_option("dask_address")
+    ] = _RUN_DEFAULTS["dask_address"],
     threads_per_task: Annotated[
-        int | None,
-        typer.Option(
-            "--threads-per-task", min=1,
-            help="Torch threads of each task (default: CPU cores / workers). Sequential and "
-            "Dask runs with the same value compute the same numbers.",
-        ),
-    ] = None,
-    wait: Annotated[
-        float,
-        typer.Option(
-            "--wait", metavar="SECONDS", min=0,
-            help="If another alsa-bench command is using the state folder, wait up to this "
-            "long for it (0: fail at once).",
-        ),
-    ] = 0,
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", help="Reports folder (default: <state folder>/reports)."),
-    ] = None,
+        int | None, _run_option("threads_per_task")
+    ] = _RUN_DEFAULTS["threads_per_task"],
+    wait: Annotated[float, _run_option("wait")] = _RUN_DEFAULTS["wait"],
+    out: Annotated[Path | None, _run_option("out")] = _RUN_DEFAULTS["out"],
 ) -> None:
     """Run the benchmark: download → train → extract → estimate → report (cached per stage)."""
+    given = dict(locals())  # the parameters, named as RunOptions' fields
+    options = RunOptions(**{name: given[name] for name in _RUN_FIELDS})
     try:
-        refresh_stages = parse_refresh(refresh or None)
+        refresh_stages = parse_refresh(options.refresh or None)
+        options.check_scale_out()
     except ValueError as exc:
         fail(str(exc))
-    if workers and dask_address:
-        fail(f"give either --workers (a local cluster) or --dask-address (an existing "
-             f"scheduler), not both; got --workers {workers} and --dask-address {dask_address}.")
-    if dask_address is not None and not re.match(r"^[a-z][a-z0-9+]*://[^\s]+$", dask_address):
-        fail(f"--dask-address must be a scheduler address such as tcp://10.0.0.5:8786; got "
-             f"{dask_address!r}.")
     # online data missing: one line, before Prefect or torch is imported (well under a second)
-    _guard(lambda: _precheck_online(suite or [], dataset or []),
+    _guard(lambda: _precheck_online(options.suite or [], options.datasets or []),
            user_errors=(ValueError, FileNotFoundError))
-    if seed and seeds is not None:
-        fail(f"give either --seed (explicit seeds) or --seeds (a count), not both; got --seed "
-             f"{' --seed '.join(map(str, seed))} and --seeds {seeds}.")
-    if seeds is not None and seeds < 1:
-        fail(f"--seeds must be a count >= 1; got {seeds}.")
-    seed_arg: int | list[int] | None = list(seed) if seed else seeds
+    seed_arg = _guard(options.seed_selection, user_errors=(ValueError,))
 
-    _set_reports_dir(out)
+    _set_reports_dir(options.out)
     configure_environment()
-    from flows.benchmark import make_plans
+    from tasks.plan import make_plans, plan_methods
 
     plans = _guard(
-        lambda: make_plans(suite or None, datasets=dataset or None, backbones=backbone or None,
-                           seeds=seed_arg, full=full),
+        lambda: make_plans(options.suite or None, datasets=options.datasets or None,
+                           backbones=options.backbones or None, seeds=seed_arg,
+                           full=options.full),
         user_errors=(ValueError,),
     )
-    if method:
-        _guard(lambda: _check_methods(method), user_errors=(ValueError,))
-    method_params = _guard(lambda: _method_params(param, method), user_errors=(ValueError,))
-    if method:
-        from flows.benchmark import plan_methods
-
+    if options.methods:
+        _guard(lambda: check_method_names(options.methods, argument="--method"),
+               user_errors=(ValueError,))
+    parsed = _guard(lambda: _method_params(options.method_params, options.methods),
+                    user_errors=(ValueError,))
+    options = replace(options, method_params=parsed)
+    if options.methods:
         for plan in plans:
-            _guard(lambda plan=plan: plan_methods(plan, method), user_errors=(ValueError,))
-    if run_name and len(plans) > 1:
+            _guard(lambda plan=plan: plan_methods(plan, options.methods),
+                   user_errors=(ValueError,))
+    if options.run_name and len(plans) > 1:
         fail(f"--run-name names one report, but {len(plans)} suites were chosen "
              f"({', '.join(p.suite for p in plans)}); give one --suite with it.")
     _guard(lambda: _check_online(plans), user_errors=(ValueError, FileNotFoundError))
     refreshing = [s for s in STAGES if s in refresh_stages]
-    with _state_lock(wait, "alsa-bench run"):
+    with _state_lock(options.wait, "alsa-bench run"):
         _guard(_check_database, user_errors=(StorageError,))
-        _run_plans(plans, refreshing, refresh_stages, full=full, epochs=epochs,
-                   max_train_samples=max_train_samples, device=device, method=method,
-                   method_params=method_params, run_name=run_name, artifacts=artifacts,
-                   ablations=ablations, workers=workers, dask_address=dask_address,
-                   threads_per_task=threads_per_task)
+        _run_plans(plans, refreshing, options)
 
 
-def _run_plans(
-    plans: Sequence[Any], refreshing: Sequence[str], refresh_stages: Any, *, full: bool,
-    epochs: int | None, max_train_samples: int | None, device: str, method: Sequence[str] | None,
-    method_params: Any, run_name: str | None, artifacts: bool, ablations: bool, workers: int,
-    dask_address: str | None, threads_per_task: int | None,
-) -> None:
-    """The body of ``run`` once the state folder is ours."""
+def _run_plans(plans: Sequence[Any], refreshing: Sequence[str], options: RunOptions) -> None:
+    """The body of ``run`` once the state folder is ours (``--param`` already parsed)."""
     from flows.benchmark import benchmark, print_report
 
     for plan in plans:
@@ -263,17 +190,7 @@ def _run_plans(
         )
     for plan in plans:
         start = time.perf_counter()
-        result = _guard(
-            lambda plan=plan: benchmark(
-                suite=plan.suite, backbones=list(plan.backbones), seeds=list(plan.seeds),
-                refresh=sorted(refresh_stages) or None, full=full, datasets=list(plan.datasets),
-                epochs=epochs, max_train_samples=max_train_samples, device=device,
-                methods=list(method) if method else None, method_params=method_params,
-                run_name=run_name, publish_artifacts=artifacts,
-                **_scale_out(workers, dask_address, threads_per_task),
-            ),
-            user_errors=(),
-        )
+        result = _guard(lambda plan=plan: benchmark(**options.flow_kwargs(plan)), user_errors=())
         elapsed = time.perf_counter() - start
         print_report(result.report)
         for outcome in result.outcomes:
@@ -283,7 +200,7 @@ def _run_plans(
         counts = "; ".join(f"{stage} {c['ran']} ran, {c['cached']} cached"
                            for stage, c in result.summary().items())
         typer.echo(f"Suite {plan.suite} finished in {elapsed:.1f} s ({counts}).")
-    if not ablations:
+    if not options.ablations:
         return
     for plan in plans:
         from flows.ablations import ablations as ablations_flow
@@ -291,26 +208,13 @@ def _run_plans(
         abl = _guard(
             lambda plan=plan: ablations_flow(
                 suite=plan.suite, backbones=list(plan.backbones), seeds=list(plan.seeds),
-                datasets=list(plan.datasets), run_name=f"{run_name or plan.suite}-ablations",
-                publish_artifacts=artifacts,
+                datasets=list(plan.datasets),
+                run_name=f"{options.run_name or plan.suite}-ablations",
+                publish_artifacts=options.publish_artifacts,
             ),
             user_errors=(),
         )
         print_report(abl)
-
-
-def _scale_out(
-    workers: int, dask_address: str | None, threads_per_task: int | None
-) -> dict[str, Any]:
-    """The benchmark flow's scale-out arguments, only those given (sequential by default)."""
-    out: dict[str, Any] = {}
-    if workers:
-        out["workers"] = workers
-    if dask_address:
-        out["dask_address"] = dask_address
-    if threads_per_task is not None:
-        out["threads_per_task"] = threads_per_task
-    return out
 
 
 def _set_reports_dir(out: Path | None) -> None:
@@ -371,22 +275,11 @@ def _precheck_online(suites: Sequence[str], datasets: Sequence[str]) -> None:
     if not suites:
         return
     from storage.paths import data_dir
-    from tasks.datasets import DATASETS
+    from tasks.data.datasets import DATASETS
 
     for spec in DATASETS.values():
         if spec.suite in suites and spec.online and (not datasets or spec.name in datasets):
             spec.stage(data_dir())
-
-
-def _check_methods(methods: Sequence[str]) -> None:
-    from tasks.estimate import all_method_names
-
-    unknown = [m for m in methods if m not in all_method_names()]
-    if unknown:
-        raise ValueError(
-            f"method must be one of {', '.join(all_method_names())}; got "
-            f"{', '.join(map(repr, unknown))}."
-        )
 
 
 def _method_params(
@@ -404,7 +297,7 @@ def _check_online(plans: Sequence[Any]) -> None:
     """Fail fast, before Prefect starts, when an online dataset or the pretrained weights a
     backbone loads (DistilBERT) are not on this machine."""
     from storage.paths import data_dir
-    from tasks.datasets import get_dataset_spec
+    from tasks.data.datasets import get_dataset_spec
 
     for plan in plans:
         for name in plan.datasets:
@@ -412,7 +305,7 @@ def _check_online(plans: Sequence[Any]) -> None:
             if spec.online:
                 spec.stage(data_dir())  # verifies the files; raises one line when missing
             if "distilbert" in plan.backbones_of(name):
-                from tasks.backbones.distilbert import check_weights
+                from tasks.models.backbones.distilbert import check_weights
 
                 check_weights()  # one line: what is missing, where it looked, how to get it
 
@@ -490,172 +383,11 @@ def _report(
 
     print_report(ref)
     if to_docs:
+        from tasks.report.benchmark_doc import write_benchmark_doc
+
         target = _guard(lambda: write_benchmark_doc(Path(ref.folder), Path("docs")),
                         user_errors=(ValueError, FileNotFoundError))
         typer.echo(f"Wrote {target}")
-
-
-#: The protocol section of docs/BENCHMARK.md: how the numbers were produced.
-BENCHMARK_PROTOCOL = """## Protocol
-
-**Images (`fmnist` suite).** Each run trains one classifier on a class-imbalanced subset of the
-Fashion-MNIST training images (class 0 : class 9 = 1 : 3, linear; paper App. H.2) and holds out
-validation images of the same source distribution; `fmnist-binary` uses the same images with
-binary labels (upper-body garment or not), `fmnist-coarse` 3 coarse classes with novel
-sub-classes in the targets. The shift generators (corruptions at five severities, Dirichlet label
-shift, the 3-class sub-population remap, the MNIST-M style photo blend) are described in
-[SHIFTS.md](SHIFTS.md).
-
-**Graphs (`graph` suite).** Each run trains a GNN (GCN, GraphSAGE, GAT, GIN; full batch, Adam
-1e-2, weight decay 5e-4, early stopping after 20 epochs) on the papers of `arxiv-sim` published
-up to 2010 and validates on 2012-2014 (paper App. F, H); targets are one split per test year
-2015-2020 on that year's snapshot (`temporal`, the paper's Table 2 and 3 rows), the held-out year
-2011 (`clean`), and edge drop, feature noise and class-prior shifts of 2011 (`structural`).
-GNNEvaluator (Zheng et al., 2023) is fitted on augmented copies of the validation graph with the
-trained GNN; it is the only method that sees more than logits.
-
-**Text (`text` suite).** `rt-reviews` trains on 5,000 Rotten Tomatoes snippets (binary
-sentiment; validation 1,500 held-out snippets) and is scored on 2,000 further snippets (`clean`),
-7 text corruptions at five severities (`synthetic`), Dirichlet label shift, and 25/50/100 %
-mixtures of Pang & Lee full-length reviews (`domain`). `sotu-party` predicts the president's
-party from a State of the Union paragraph: trained and validated on different speeches of
-1853-1912, scored on held-out speeches of that era (`clean`; every president of the era contributes to train, val and clean) and on four later eras
-(`temporal`). Backbones: a hashed bag-of-words linear model, an MLP on frozen all-MiniLM-L6-v2
-embeddings, and MiniLM with its top layer fine-tuned (`rt-reviews` only); texts longer than 128
-tokens keep their first 32 and last 94 (see [SHIFTS.md](SHIFTS.md)).
-
-Every method is fitted on the validation logits and labels only, then scores every target split
-from its logits alone; true accuracies are computed afterwards by the evaluation step, which is
-the only code that reads target labels.
-
-No hyper-parameter was chosen with target labels:
-
-- temperature scaling (AC, DoC, IM, ATC, COT) is fitted by validation NLL;
-- the ATC thresholds are fitted on validation scores (exact finite-sample rule, METHODS §5);
-- IM uses the 10 equal-width bins that the ATC paper (App. E) found best on its own data;
-- COT's label marginal is the validation label frequencies;
-- ALSA's open choices (anchor count, variance initialisation, learning rates, alpha, the
-  canonical logit space, the stopping rule) were set on independent problems (scikit-learn's
-  digits with an MLP, Gaussian blobs with logistic regression, binary digits and breast-cancer
-  problems; `benchmarks/tune_alsa.py`, `benchmarks/tune_alsa_invariance.py`, results in
-  [ALSA.md](ALSA.md)) that share no data with this benchmark;
-- GNNEvaluator's settings (meta-graph count, reference nodes, optimiser) were set on synthetic
-  graphs in its tests and bounded for cost (`tasks/gnnevaluator.py`).
-
-The score methods (MaNo, nuclear norm) are the exception the protocol of their papers makes: a
-score-to-accuracy line fitted on a *labelled* meta-set, here each run's own corruption family
-(leave one corruption type out for the corruption splits themselves). They are reported in a
-section of their own and never ranked with the label-free methods.
-
-ALSA runs in its canonical space by default (centred logits plus one constant coordinate, so
-that adding a constant to a row of logits changes nothing, and binary classifiers are not blind;
-[ALSA.md](ALSA.md)); the paper's raw-logit form is `space="raw"`, compared below.
-"""
-
-
-#: Files of the docs folder appended to docs/BENCHMARK.md when present: measurements that the
-#: pipeline does not make itself (each states the command that produced it).
-BENCHMARK_APPENDICES: tuple[str, ...] = ("benchmark-alsa-spaces.md",)
-
-
-def write_benchmark_doc(report_folder: Path, docs_dir: Path) -> Path:
-    """Write ``docs/BENCHMARK.md`` from a report folder, with provenance; copy its figures.
-
-    Parameters
-    ----------
-    report_folder : Path
-        A folder written by :func:`tasks.report.write_report`.
-    docs_dir : Path
-        The documentation folder; figures go to ``<docs_dir>/benchmark/``.
-
-    Returns
-    -------
-    Path
-        The markdown file written.
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``report_folder`` holds no ``report.md``.
-    """
-    import pandas as pd
-
-    source = report_folder / "report.md"
-    if not source.is_file():
-        raise FileNotFoundError(
-            f"report_folder must hold a report.md written by `alsa-bench report`; got "
-            f"{str(report_folder)!r} without one."
-        )
-    figures = docs_dir / "benchmark"
-    if figures.exists():
-        shutil.rmtree(figures)
-    figures.mkdir(parents=True)
-    for png in sorted(report_folder.glob("*.png")):
-        shutil.copy2(png, figures / png.name)
-    body = source.read_text(encoding="utf-8")
-    body = re.sub(r"\]\(([^)/]+\.png)\)", r"](benchmark/\1)", body)
-    body = body.split("\n", 1)[1] if body.startswith("# ") else body
-    rows = pd.read_csv(report_folder / "estimates.csv")
-    seeds = ", ".join(str(s) for s in sorted(rows["seed"].unique()))
-    lines = [
-        "# Benchmark results",
-        "",
-        "<!-- Generated by `alsa-bench report --to-docs`; do not edit by hand. -->",
-        "",
-        "| | |",
-        "| --- | --- |",
-        f"| commit | `{_git_commit()}` |",
-        f"| seeds | {seeds} |",
-        f"| machine | {_machine()} |",
-        f"| report | `{report_folder.name}` (`.alsa-bench/reports/{report_folder.name}/`) |",
-        "",
-        BENCHMARK_PROTOCOL,
-        body.lstrip("\n"),
-    ]
-    for appendix in BENCHMARK_APPENDICES:
-        extra = docs_dir / appendix
-        if extra.is_file():  # hand-measured sections, each saying the command behind it
-            lines += ["", extra.read_text(encoding="utf-8").rstrip("\n"), ""]
-    from tasks.paper_table import reproduce_section
-
-    lines += ["", reproduce_section(rows).rstrip("\n"), ""]
-    docs_dir.mkdir(parents=True, exist_ok=True)
-    target = docs_dir / "BENCHMARK.md"
-    target.write_text("\n".join(lines), encoding="utf-8")
-    return target
-
-
-def _git_commit() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-            check=True, timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-            text=True, check=True, timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown (not a git checkout)"
-    return f"{head}{' + uncommitted changes' if dirty else ''}"
-
-
-def _machine() -> str:
-    parts = [
-        platform.platform(terse=True),
-        f"{os.cpu_count()} CPUs",
-        f"Python {platform.python_version()}",
-    ]
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            parts.append(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}")
-        else:
-            parts.append(f"torch {torch.__version__} on CPU")
-    except ImportError:
-        parts.append("torch not installed")
-    return ", ".join(parts)
 
 
 def main(argv: Sequence[str] | None = None) -> Any:

@@ -6,7 +6,7 @@ default runs each task in the flow process). Otherwise :func:`build_task_runner`
 
 * ``workers=N``: a ``distributed.LocalCluster`` of ``N`` worker **processes** with **one thread
   each** (a torch task owns its process; the thread count inside it is pinned per task by
-  :mod:`tasks.threads`). On a machine with CUDA each local worker declares the resource
+  :mod:`tasks.runtime.threads`). On a machine with CUDA each local worker declares the resource
   ``GPU=1``, so the GPU tasks, submitted under ``dask.annotate(resources={"GPU": 1})``, run one
   per worker.
 * ``dask_address="tcp://host:8786"``: an existing scheduler (``dask scheduler`` plus

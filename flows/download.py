@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.benchmark import make_plan, run_pipeline
-from tasks.refs import DatasetRef
+from flows.benchmark import run_pipeline
+from tasks.plan import RunOptions, make_plan
+from tasks.runtime.refs import DatasetRef
 
 
 @flow(name="download", description="Stage the raw files of a suite's datasets")
@@ -34,7 +35,8 @@ def download(
     list of DatasetRef
     """
     plan = make_plan(suite, datasets=datasets)
-    return run_pipeline(plan, until="download", refresh=["download"] if refresh else None).datasets
+    options = RunOptions(refresh=["download"] if refresh else None)
+    return run_pipeline(plan, options, until="download").datasets
 
 
 if __name__ == "__main__":

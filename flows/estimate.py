@@ -11,8 +11,9 @@ from typing import Any
 
 from prefect import flow
 
-from flows.benchmark import make_plan, run_pipeline
-from tasks.refs import EstimatesRef
+from flows.benchmark import run_pipeline
+from tasks.plan import RunOptions, make_plan
+from tasks.runtime.refs import EstimatesRef
 
 
 @flow(name="estimate", description="Fit estimators and estimate every target split")
@@ -59,11 +60,10 @@ def estimate(
     list of EstimatesRef
     """
     plan = make_plan(suite, datasets=datasets, backbones=backbones, seeds=seeds)
-    return run_pipeline(
-        plan, until="estimate", refresh=["estimate"] if refresh else None, epochs=epochs,
-        max_train_samples=max_train_samples, device=device, batch_size=batch_size,
-        methods=methods, method_params=method_params,
-    ).estimates
+    options = RunOptions(refresh=["estimate"] if refresh else None, epochs=epochs,
+                         max_train_samples=max_train_samples, device=device,
+                         batch_size=batch_size, methods=methods, method_params=method_params)
+    return run_pipeline(plan, options, until="estimate").estimates
 
 
 if __name__ == "__main__":

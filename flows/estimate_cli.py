@@ -28,6 +28,7 @@ import numpy as np
 import typer
 
 from flows.params import check_method_params, parse_param_options
+from tasks.methods import estimator_names
 
 #: Default interval level (:data:`estimators.base.DEFAULT_LEVEL`, copied so that building the
 #: command line does not import the estimators, and with them torch; a test checks the copy).
@@ -85,7 +86,7 @@ def run_estimates(
     _UserError
         For unknown methods, unreadable files and inputs the estimators reject.
     """
-    from estimators import available_estimators, get_estimator, score_estimators
+    from estimators import get_estimator
     from estimators._validation import check_labels, check_logits
     from estimators.base import check_level
     from storage.logit_files import load_logit_file
@@ -94,10 +95,12 @@ def run_estimates(
         level = check_level(level, "alsa-bench estimate (--level)")
     except ValueError as exc:
         raise _UserError(str(exc)) from None
-    known = available_estimators(include_scores=True, include_opt_in=True)
+    known = estimator_names()  # model-aware methods need a trained model, not logit files
     # score estimators (mano, nuclear-norm) run only when named: without a score map their
     # accuracy is NaN, shown as "–" next to the score
-    chosen = list(dict.fromkeys(methods)) if methods else available_estimators()
+    chosen = list(dict.fromkeys(methods)) if methods else list(
+        estimator_names(scores=False, opt_in=False)
+    )
     unknown = [m for m in chosen if m not in known]
     if unknown:
         raise _UserError(
@@ -109,12 +112,8 @@ def run_estimates(
             "--param gnnevaluator.*: GNNEvaluator needs the trained graph model and runs only in "
             "the benchmark (alsa-bench run --suite graph); it cannot score logit files."
         )
-    scores = set(score_estimators())
     try:
-        check_method_params({m: v for m, v in params.items() if m not in scores}, chosen)
-        for method, values in params.items():
-            if method in scores:
-                _check_score_params(method, values, chosen)
+        check_method_params(params, chosen)  # score estimators too (tasks.methods)
     except ValueError as exc:
         raise _UserError(str(exc)) from None
     try:
@@ -170,22 +169,6 @@ def run_estimates(
                                 else abs(result.accuracy - true_accuracy))
         rows.append(row)
     return rows, messages
-
-
-def _check_score_params(method: str, values: dict[str, Any], chosen: list[str]) -> None:
-    """``--param`` for a score estimator, which :func:`check_method_params` does not list."""
-    where = ", ".join(f"{method}.{k}" for k in values)
-    if method not in chosen:
-        raise ValueError(
-            f"--param {where}: {method!r} is not among the methods to run "
-            f"({', '.join(chosen)}); add --method {method} or drop the parameter."
-        )
-    from estimators import get_estimator
-
-    try:
-        get_estimator(method, **values)._validate_params()
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"--param {where}: {exc}") from None
 
 
 def _fmt_accuracy(value: Any) -> str:

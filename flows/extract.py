@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.benchmark import make_plan, run_pipeline
-from tasks.refs import LogitsRef
+from flows.benchmark import run_pipeline
+from tasks.plan import RunOptions, make_plan
+from tasks.runtime.refs import LogitsRef
 
 
 @flow(name="extract", description="Extract logits of every split into DuckDB")
@@ -51,10 +52,10 @@ def extract(
     list of LogitsRef
     """
     plan = make_plan(suite, datasets=datasets, backbones=backbones, seeds=seeds)
-    return run_pipeline(
-        plan, until="extract", refresh=["extract"] if refresh else None, epochs=epochs,
-        max_train_samples=max_train_samples, device=device, batch_size=batch_size,
-    ).logits
+    options = RunOptions(refresh=["extract"] if refresh else None, epochs=epochs,
+                         max_train_samples=max_train_samples, device=device,
+                         batch_size=batch_size)
+    return run_pipeline(plan, options, until="extract").logits
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ Registered on the CLI's Typer app by ``flows/cli.py`` with
     alsa-bench fetch DATASET... [--force] [--timeout SECONDS] [--quiet]
     alsa-bench datasets [--json]
 
-``fetch`` runs :func:`tasks.fetch.fetch_dataset` for each dataset named (all names are checked
+``fetch`` runs :func:`tasks.data.fetch.fetch_dataset` for each dataset named (all names are checked
 before anything downloads); ``datasets`` prints one row per registered dataset
-(:func:`tasks.fetch.dataset_status`): suite, modality, online/offline, present, size on disk,
+(:func:`tasks.catalog.dataset_status`): suite, modality, online/offline, present, size on disk,
 backbones, paper row. User mistakes (an unknown dataset, an offline dataset, one that another
 tool downloads) print one line ``error: ...`` on stderr and exit with status 2; a failed
 download or extraction prints one line and exits with status 1. Neither prints a traceback, and
@@ -23,15 +23,10 @@ from typing import Annotated, NoReturn
 import typer
 
 from storage.paths import data_dir
-from tasks.datasets import DATASETS, available_datasets, get_dataset_spec
-from tasks.datasets._errors import ChecksumError
-from tasks.fetch import (
-    DatasetStatus,
-    FetchError,
-    NothingToFetchError,
-    dataset_status,
-    fetch_dataset,
-)
+from tasks.catalog import DatasetStatus, dataset_status
+from tasks.data.datasets import DATASETS, available_datasets, get_dataset_spec
+from tasks.data.errors import ChecksumError
+from tasks.data.fetch import FetchError, NothingToFetchError, fetch_dataset
 
 __all__ = ["EXIT_FAILURE", "EXIT_USER_ERROR", "datasets_command", "fetch_command", "format_size"]
 

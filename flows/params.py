@@ -18,8 +18,10 @@ In the benchmark they are part of each estimate's cache key and are stored with 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
+
+from tasks.methods import check_method_params
 
 __all__ = ["check_method_params", "parse_param_options"]
 
@@ -68,51 +70,3 @@ def parse_param_options(options: Iterable[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def check_method_params(
-    params: dict[str, dict[str, Any]], methods: Sequence[str] | None = None
-) -> None:
-    """Validate parameters as the estimators will: names, types and ranges.
-
-    Parameters
-    ----------
-    params : dict
-        From :func:`parse_param_options`.
-    methods : sequence of str, optional
-        The methods that will run (``--method``); parameters for another method are refused.
-        None means every method.
-
-    Raises
-    ------
-    ValueError
-        If a method is unknown or not among ``methods``, a parameter name is unknown, or a value
-        fails the estimator's validation; the message names the ``--param`` at fault.
-    """
-    from estimators import available_estimators, get_estimator
-    from tasks.model_aware import MODEL_AWARE_METHODS
-
-    model_aware = tuple(MODEL_AWARE_METHODS)
-    known = (*available_estimators(include_scores=True, include_opt_in=True), *model_aware)
-    for method, values in params.items():
-        where = ", ".join(f"{method}.{k}" for k in values)
-        if method not in known:
-            raise ValueError(
-                f"--param {where}: method must be one of {', '.join(known)}; got {method!r}."
-            )
-        if methods is not None and method not in methods:
-            raise ValueError(
-                f"--param {where}: {method!r} is not among the methods to run "
-                f"({', '.join(methods)}); add --method {method} or drop the parameter."
-            )
-        if method in model_aware:
-            from tasks.model_aware import check_params
-
-            try:
-                check_params(method, values)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"--param {where}: {exc}") from None
-            continue
-        try:
-            estimator = get_estimator(method, **values)
-            estimator._validate_params()
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"--param {where}: {exc}") from None

@@ -10,9 +10,9 @@ from prefect import flow
 
 from flows.benchmark import print_report
 from storage.paths import db_path, reports_dir
-from tasks.refs import ReportRef
-from tasks.stages import report_fingerprint, report_task
-from tasks.versions import stage_code_version
+from tasks.runtime.refs import ReportRef
+from tasks.stages.report import report_fingerprint, report_task
+from tasks.stages.versions import stage_code_version
 
 
 @flow(name="report",

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.benchmark import make_plan, run_pipeline
-from tasks.refs import CheckpointRef
+from flows.benchmark import run_pipeline
+from tasks.plan import RunOptions, make_plan
+from tasks.runtime.refs import CheckpointRef
 
 
 @flow(name="train", description="Train the classifiers of a suite")
@@ -49,10 +50,9 @@ def train(
     list of CheckpointRef
     """
     plan = make_plan(suite, datasets=datasets, backbones=backbones, seeds=seeds)
-    return run_pipeline(
-        plan, until="train", refresh=["train"] if refresh else None, epochs=epochs,
-        max_train_samples=max_train_samples, device=device,
-    ).checkpoints
+    options = RunOptions(refresh=["train"] if refresh else None, epochs=epochs,
+                         max_train_samples=max_train_samples, device=device)
+    return run_pipeline(plan, options, until="train").checkpoints
 
 
 if __name__ == "__main__":

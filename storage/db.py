@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 import duckdb
 
@@ -175,7 +176,7 @@ def _open(path: Path, read_only: bool, retries: int, backoff_s: float) -> duckdb
 
 
 def _total_wait(attempts: int, backoff_s: float) -> float:
-    return sum(backoff_s * (2**i) for i in range(attempts))
+    return cast(float, sum(backoff_s * (2**i) for i in range(attempts)))
 
 
 @contextmanager

@@ -29,7 +29,6 @@ never deleted or rewritten: its findings say which command rebuilds or migrates 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -43,6 +42,7 @@ import duckdb
 
 from .db import corrupt_error, corruption_reason, is_lock_error
 from .errors import SchemaVersionError
+from .hashing import file_sha256
 from .lock import LockRecord
 from .schema import MIGRATIONS, SCHEMA_VERSION, read_schema_version
 
@@ -131,14 +131,6 @@ class DoctorReport:
             "folder": self.folder, "healthy": self.healthy, "checked": dict(self.checked),
             "findings": [asdict(f) for f in self.findings],
         }
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _run_command(run_key: str, stage: str) -> str:
@@ -333,7 +325,7 @@ def _checkpoint_findings(
             continue
         want = recorded.get(run_key)
         if want:
-            got = _sha256(path)
+            got = file_sha256(path)
             if got != want:
                 findings.append(Finding(
                     "checkpoint", str(path), f"SHA-256 {got[:12]}… differs from the "
@@ -357,7 +349,7 @@ def _result_findings(
         if path.name.startswith("."):
             continue  # a temporary file: the temp-file check reports it
         name = path.stem
-        got = _sha256(path)
+        got = file_sha256(path)
         if not _SHA256_NAME.match(name) or got != name:
             findings.append(Finding(
                 "result-hash", str(path), f"content hashes to {got[:12]}…, not to its name",

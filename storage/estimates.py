@@ -260,7 +260,7 @@ def read_estimates(con: duckdb.DuckDBPyConnection, run_key: str) -> list[Estimat
     ).fetchall()
     nan = math.nan
     return [
-        EstimateRow(
+        EstimateRow(  # type: ignore[call-arg, misc]  # mypy cannot count the slices of a row
             *row[:4],
             nan if row[4] is None else row[4],
             row[5],

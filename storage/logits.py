@@ -418,7 +418,7 @@ def read_target_labels(
             f"Split {split!r} of run {run_key!r} has {table.num_rows} logits rows but its splits "
             f"row says {info.n_samples}; the database is inconsistent."
         )
-    return table.column("label").to_numpy().astype(np.int64)
+    return cast("NDArray[np.int64]", table.column("label").to_numpy().astype(np.int64))
 
 
 def list_splits(

@@ -28,7 +28,6 @@ keys. The bytes depend on the pyarrow version (it names itself in the footer).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -36,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import duckdb
 import numpy as np
@@ -49,6 +48,7 @@ from .anchors import write_anchors
 from .db import checkpoint, transaction
 from .errors import StorageError
 from .estimates import EstimateRow, write_estimates
+from .hashing import file_sha256
 from .logits import SplitInfo, write_split
 from .runs import RunInfo, upsert_run
 
@@ -190,15 +190,6 @@ def results_root(results_root: str | Path | None = None, *, db: str | Path | Non
 
         db = db_path()
     return Path(db).parent / "results"
-
-
-def file_sha256(path: str | Path) -> str:
-    """SHA-256 of a file's bytes, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def verify_file(path: str | Path) -> str:
@@ -495,7 +486,7 @@ def write_estimates_file(
                     pa.array(pos.reshape(-1)),
                 ),
             }))
-        meta = {"kind": "anchors", "run_key": run_key,
+        meta: dict[str, Any] = {"kind": "anchors", "run_key": run_key,
                 "methods": {m: list(np.asarray(anchors[m][0]).shape) for m in sorted(anchors)}}
         anchors_sha = _publish(
             _with_meta(pa.concat_tables(parts), meta), root, "anchors", run_key
@@ -521,7 +512,7 @@ def read_estimates_file(path: str | Path, *, verify: bool = True) -> EstimatesCo
     if verify:
         verify_file(p)
     table, meta = _read_table(p, "estimates")
-    run_key = meta.get("run_key")
+    run_key = cast(str, meta.get("run_key"))
     try:
         cols = {name: table.column(name).to_pylist() for name in _ESTIMATE_SCHEMA.names}
         rows = [

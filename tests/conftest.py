@@ -22,6 +22,11 @@ os.environ.pop("PREFECT_API_URL", None)
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+# ``--doctest-modules`` (pyproject) imports every module it collects: the helper modules of the
+# tests (fakes, tiny suites, fixture writers) have no examples, and some register a dataset when
+# imported, which must happen only in the subprocesses that ask for it.
+collect_ignore_glob = ["*/_[a-z]*.py", "*/fixtures/*.py"]
+
 
 @pytest.fixture
 def rng() -> np.random.Generator:

@@ -28,7 +28,7 @@ from estimators.alsa import (
     kernel_alpha_value,
     rectification_threshold,
 )
-from estimators import _alsa_kernels as kern
+from estimators.alsa import kernels as kern
 from estimators.exceptions import ConvergenceWarning, DegenerateValidationWarning
 
 SMALL = dict(n_anchors=24, max_epochs=40, min_epochs=0, device="cpu")

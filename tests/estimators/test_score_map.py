@@ -140,10 +140,10 @@ def test_estimator_with_a_fitted_map_gives_its_prediction_and_interval(key):
 
 def test_benchmark_estimate_stage_runs_the_score_methods_by_default():
     from estimators import available_estimators
-    from tasks.estimate import _resolve_methods, all_method_names
+    from tasks.methods import all_method_names, resolve_methods
 
-    names, _ = _resolve_methods(None, None)
+    names, _ = resolve_methods(None, None)
     assert "mano" in names and "nuclear-norm" in names
     assert set(available_estimators(include_scores=True)) <= set(names) <= set(all_method_names())
-    names, params = _resolve_methods(["ac", "mano"], {"mano": {"form": "code"}})
+    names, params = resolve_methods(["ac", "mano"], {"mano": {"form": "code"}})
     assert names == ["ac", "mano"] and params == {"mano": {"form": "code"}}

@@ -11,10 +11,10 @@ the ``tiny_suite`` fixture's monkeypatching, so this entry point registers the s
 
 from __future__ import annotations
 
-import tasks.datasets as datasets
-import tasks.shifts.label_shift as label_shift
-from tasks.datasets import DatasetSpec
-from tasks.datasets.fmnist import images_to_inputs
+import tasks.data.datasets as datasets
+import tasks.data.shifts.label_shift as label_shift
+from tasks.data.datasets import DatasetSpec
+from tasks.data.datasets.fmnist import images_to_inputs
 from tests.flows.conftest import (
     TINY_CLASSES,
     TINY_SUITE,

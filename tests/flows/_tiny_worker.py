@@ -6,8 +6,8 @@ fresh process, so the parity test names this module in ``distributed.worker.prel
 
 from __future__ import annotations
 
-import tasks.datasets as datasets
-import tasks.shifts.label_shift as label_shift
+import tasks.data.datasets as datasets
+import tasks.data.shifts.label_shift as label_shift
 from tests.flows.conftest import TINY_LABEL_SHIFT, tiny_spec
 
 datasets.DATASETS["tiny"] = tiny_spec()

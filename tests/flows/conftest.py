@@ -52,7 +52,7 @@ def _stage(root: Path) -> list[Path]:
 
 
 def _load_source(root: Path):
-    from tasks.datasets import SourceSplits
+    from tasks.data.datasets import SourceSplits
 
     with np.load(Path(root) / "tiny" / "tiny.npz") as data:
         x, y = data["train_x"], data["train_y"]
@@ -60,7 +60,7 @@ def _load_source(root: Path):
 
 
 def _load_pool(root: Path):
-    from tasks.datasets import TargetPool
+    from tasks.data.datasets import TargetPool
 
     with np.load(Path(root) / "tiny" / "tiny.npz") as data:
         return TargetPool(samples=data["pool_x"], labels=data["pool_y"], n_classes=TINY_CLASSES)
@@ -69,8 +69,8 @@ def _load_pool(root: Path):
 def tiny_spec():
     """The ``tiny`` dataset entry (suite ``tiny``): 240 training images, 120 validation images,
     two target splits (``clean`` and one label-shifted draw of 100 images)."""
-    from tasks.datasets import DatasetSpec
-    from tasks.datasets.fmnist import images_to_inputs
+    from tasks.data.datasets import DatasetSpec
+    from tasks.data.datasets.fmnist import images_to_inputs
 
     return DatasetSpec(
         name="tiny", suite=TINY_SUITE, description="test-only: 3 classes of banded noise",
@@ -87,8 +87,8 @@ TINY_LABEL_SHIFT = {"LABEL_SHIFT_ALPHAS": (1.0,), "LABEL_SHIFT_DRAWS": 1, "LABEL
 @pytest.fixture
 def tiny_suite(monkeypatch: pytest.MonkeyPatch) -> str:
     """Register dataset ``tiny`` (:func:`tiny_spec`) for one test."""
-    import tasks.datasets as datasets
-    import tasks.shifts.label_shift as label_shift
+    import tasks.data.datasets as datasets
+    import tasks.data.shifts.label_shift as label_shift
 
     monkeypatch.setitem(datasets.DATASETS, "tiny", tiny_spec())
     for name, value in TINY_LABEL_SHIFT.items():

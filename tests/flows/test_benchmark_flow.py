@@ -87,7 +87,8 @@ def _assert_artifacts_published(name: str) -> None:
 
 def _assert_output_checks(result) -> None:
     """output_exists accepts what a run wrote and refuses anything that no longer matches it."""
-    from tasks.stages import output_exists, report_fingerprint
+    from tasks.stages.healing import output_exists
+    from tasks.stages.report import report_fingerprint
 
     [ds], [ckpt], [logits], [est] = (
         result.datasets, result.checkpoints, result.logits, result.estimates
@@ -169,7 +170,7 @@ def test_garbage_cached_results_are_recomputed_with_one_line_each(
     for path in written:
         path.write_text("garbage{", encoding="utf-8")
 
-    with caplog.at_level(logging.WARNING, logger="tasks.stages"):
+    with caplog.at_level(logging.WARNING, logger="tasks.stages.healing"):
         second = _run(run_name="tiny-garbage", publish_artifacts=False)
     lines = [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
     assert all("\n" not in line and "recomputing the stage" in line for line in lines)

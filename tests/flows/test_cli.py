@@ -64,7 +64,7 @@ def test_backbone_of_another_modality_is_one_clear_line(runner: CliRunner, state
 
 
 def test_backbones_pick_their_suites(state_home) -> None:
-    from flows.benchmark import make_plans
+    from tasks.plan import make_plans
 
     plans = make_plans(None, backbones=["gat"], seeds=1)
     assert [(p.suite, p.backbones) for p in plans] == [("graph", ("gat",))]
@@ -79,7 +79,7 @@ def test_backbones_pick_their_suites(state_home) -> None:
 
 
 def test_datasets_keep_only_the_backbones_that_apply(state_home) -> None:
-    from flows.benchmark import make_plan
+    from tasks.plan import make_plan
 
     plan = make_plan("text", seeds=2)
     keys = plan.run_keys
@@ -127,9 +127,9 @@ def test_report_without_a_database_is_one_clear_line(runner: CliRunner, state_ho
 
 
 def test_to_docs_writes_benchmark_md_with_provenance(tmp_path, state_home) -> None:
-    from flows.cli import write_benchmark_doc
     from storage.paths import db_path
     from tasks.report import write_report
+    from tasks.report.benchmark_doc import write_benchmark_doc
     from tests.tasks.test_report import _fill_db
 
     _fill_db(db_path(), np.random.default_rng(0))
@@ -164,7 +164,7 @@ def test_model_aware_method_on_an_image_suite_fails_before_any_work(
 
 
 def test_model_aware_methods_are_kept_only_where_they_apply(state_home) -> None:
-    from flows.benchmark import make_plans, plan_methods
+    from tasks.plan import make_plans, plan_methods
 
     fm, gr, tx = make_plans(None, seeds=1)
     assert plan_methods(fm, ["alsa-g", "gnnevaluator"]) == ["alsa-g"]
@@ -174,7 +174,7 @@ def test_model_aware_methods_are_kept_only_where_they_apply(state_home) -> None:
 
 
 def test_requested_datasets_and_suites_are_never_dropped_silently(state_home) -> None:
-    from flows.benchmark import make_plans
+    from tasks.plan import make_plans
 
     with pytest.raises(ValueError, match="suite 'fmnist' is image, and none of the backbones gat"):
         make_plans(None, datasets=["fmnist", "arxiv-sim"], backbones=["gat"])

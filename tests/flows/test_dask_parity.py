@@ -95,7 +95,7 @@ def test_pinned_threads_sets_and_restores(monkeypatch) -> None:
 
     import torch
 
-    from tasks.threads import default_threads_per_task, pinned_threads
+    from tasks.runtime.threads import default_threads_per_task, pinned_threads
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     before = torch.get_num_threads()

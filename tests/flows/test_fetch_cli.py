@@ -14,9 +14,9 @@ import typer
 from typer.testing import CliRunner
 
 from flows.fetch_cli import datasets_command, fetch_command, format_size
-from tasks.datasets import DATASETS, DatasetSpec
-from tasks.datasets.base import RemoteFile
-from tasks.datasets.fmnist import raw_files as fmnist_raw_files
+from tasks.data.datasets import DATASETS, DatasetSpec
+from tasks.data.spec import RemoteFile
+from tasks.data.datasets.fmnist import raw_files as fmnist_raw_files
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 app.command("fetch")(fetch_command)

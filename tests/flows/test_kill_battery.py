@@ -2,7 +2,7 @@
 
 Each case runs the real ``alsa-bench run`` (``tests/flows/_tiny_cli.py``: the CLI with the
 test-only ``tiny`` dataset registered) in a child process with its own process group
-(``start_new_session=True``) and ``ALSA_BENCH_KILL_AT=<stage>``: :func:`tasks.faults.kill_point`
+(``start_new_session=True``) and ``ALSA_BENCH_KILL_AT=<stage>``: :func:`tasks.runtime.faults.kill_point`
 SIGKILLs the group at that boundary, exactly as ``kill -9`` would, at a known point (never
 after a sleep). A plain rerun must exit 0 and leave a database equal to a clean run's: the same
 row count per table, no duplicates on any natural key, the same estimates to 1e-12, and
@@ -29,7 +29,7 @@ import duckdb
 import pytest
 
 from storage.doctor import NATURAL_KEYS
-from tasks.faults import KILL_AFTER_ENV, KILL_AT_ENV
+from tasks.runtime.faults import KILL_AFTER_ENV, KILL_AT_ENV
 
 pytestmark = [
     pytest.mark.flow,

@@ -85,7 +85,7 @@ def _parquet_result(folder: Path, kind: str = "logits") -> Path:
 @pytest.fixture
 def healthy(state_home) -> Path:
     """A state folder as one finished run leaves it."""
-    from tasks.refs import CheckpointRef
+    from tasks.runtime.refs import CheckpointRef
 
     ckpt = state_home / "checkpoints" / f"{RUN}.pt"
     ckpt.parent.mkdir(parents=True)

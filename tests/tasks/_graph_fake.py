@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.datasets.base import DatasetSpec, SourceSplits, TargetPool
-from tasks.datasets.temporal import temporal_source_splits, temporal_target_pool
-from tasks.graphs import Graph
+from tasks.data.spec import DatasetSpec, SourceSplits, TargetPool
+from tasks.data.temporal import temporal_source_splits, temporal_target_pool
+from tasks.data.graphs import Graph
 
 TINY_GRAPH_CLASSES = 3
 TINY_GRAPH_FEATURES = 8

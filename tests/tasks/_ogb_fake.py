@@ -1,7 +1,7 @@
 """A tiny ogbn-arxiv in OGB's exact on-disk layout, for offline tests.
 
 :func:`write_fake_ogbn_arxiv` writes ``<root>/ogbn_arxiv/`` the way the released ``arxiv.zip``
-unpacks (see :mod:`tasks.datasets.ogbn_arxiv`): header-less gzip CSVs written by pandas with the
+unpacks (see :mod:`tasks.data.datasets.ogbn_arxiv`): header-less gzip CSVs written by pandas with the
 release's column counts, the ``time`` split, the ``mapping/`` files with their headers and
 ``RELEASE_v1.txt``. ``processed/`` is left out on purpose: the loader never reads it.
 
@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from tasks.datasets.ogbn_arxiv import CLASS_NAMES, DATASET_DIR, N_CLASSES, N_FEATURES
+from tasks.data.datasets.ogbn_arxiv import CLASS_NAMES, DATASET_DIR, N_CLASSES, N_FEATURES
 
 __all__ = ["FakeArxiv", "write_csv_gz", "write_fake_ogbn_arxiv"]
 

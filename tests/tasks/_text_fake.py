@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.datasets.base import DatasetSpec, SourceSplits, TargetPool
-from tasks.texts import as_text_labels, as_texts
+from tasks.data.spec import DatasetSpec, SourceSplits, TargetPool
+from tasks.data.texts import as_text_labels, as_texts
 
 _GOOD = ["a wonderful", "a moving", "a brilliant", "a delightful", "a gripping", "a superb"]
 _BAD = ["a dreadful", "a tedious", "a clumsy", "a boring", "a lifeless", "a dismal"]

@@ -17,13 +17,14 @@ import torch
 
 from storage.db import connect
 from storage.logits import list_splits, read_val
-from tasks.backbones import check_backbone, get_backbone, get_backbone_spec
-from tasks.backbones.distilbert import ENV_VAR, MAX_TOKENS, TokenFeatures, check_weights
-from tasks.datasets import amazon_wilds, get_dataset_spec
-from tasks.download import stage_dataset
-from tasks.extract import extract_logits
-from tasks.shifts import target_splits
-from tasks.train import load_checkpoint, train_classifier
+from tasks.models.backbones import check_backbone, get_backbone, get_backbone_spec
+from tasks.models.backbones.distilbert import ENV_VAR, MAX_TOKENS, TokenFeatures, check_weights
+from tasks.data.datasets import amazon_wilds, get_dataset_spec
+from tasks.stages.download import stage_dataset
+from tests.tasks._stages import extract
+from tasks.data.targets import target_splits
+from tasks.runtime.checkpoints import load_checkpoint
+from tasks.stages.train import train_classifier
 from tests.tasks._distilbert_fake import write_tiny_distilbert
 from tests.tasks._wilds_fake import DEFAULT_SIZES, write_fake_amazon
 
@@ -193,7 +194,7 @@ def test_end_to_end_stage_train_extract(
     assert any(k.endswith("classifier.weight") for k in state)
 
     db = tmp_path / "bench.duckdb"
-    extract_logits(checkpoint, suite="amazon-wilds", db=db, device="cpu")
+    extract(checkpoint, suite="amazon-wilds", db=db, device="cpu")
     with connect(db, read_only=True) as con:
         rows = {s.split: (s.role, s.shift_family, s.n_samples) for s in
                 list_splits(con, checkpoint.run_key)}

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.datasets import arxiv_sim
-from tasks.datasets.arxiv_sim import (
+from tasks.data.datasets import arxiv_sim
+from tasks.data.datasets.arxiv_sim import (
     CLASS_NAMES,
     DATASET_SEED,
     N_CLASSES,
@@ -28,7 +28,7 @@ from tasks.datasets.arxiv_sim import (
     raw_files,
     stage_arxiv_sim,
 )
-from tasks.graphs import Graph, to_undirected
+from tasks.data.graphs import Graph, to_undirected
 
 SMALL = ArxivSimConfig(n_nodes=6000)
 

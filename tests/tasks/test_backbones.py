@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tasks.backbones import (
+from tasks.models.backbones import (
     BACKBONES,
     available_backbones,
     check_backbone,
@@ -143,7 +143,7 @@ def test_bad_sizes_are_rejected():
 
 
 def test_a_text_backbone_must_say_how_it_featurizes():
-    from tasks.backbones.text import TextClassifier
+    from tasks.models.backbones.text import TextClassifier
 
     class NoFeatures(TextClassifier):
         def forward(self, x):  # pragma: no cover - never built

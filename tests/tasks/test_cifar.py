@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 import torch
 
-from tasks.backbones import get_backbone, get_backbone_spec
-from tasks.datasets import cifar
-from tasks.datasets._errors import DatasetUnavailableError
-from tasks.datasets.base import imbalanced_counts
-from tasks.modalities import get_adapter
-from tasks.shifts.base import split_rng
+from tasks.models.backbones import get_backbone, get_backbone_spec
+from tasks.data.datasets import cifar
+from tasks.data.errors import DatasetUnavailableError
+from tasks.data.spec import imbalanced_counts
+from tasks.models.modalities import get_adapter
+from tasks.data.families import split_rng
 
 N_TEST = 20  # test images per tiny test set (and rows per CIFAR-C severity block)
 
@@ -192,7 +192,7 @@ def test_target_pool_marks_each_test_set_and_clean_is_the_test_batch(cifar10_roo
 
 
 def test_splits_are_the_release_files(cifar10_root) -> None:
-    from tasks.shifts import natural
+    from tasks.data import families
 
     root, truth = cifar10_root
     pool = cifar.load_target_pool_cifar10(root)
@@ -208,7 +208,7 @@ def test_splits_are_the_release_files(cifar10_root) -> None:
         np.testing.assert_array_equal(x, truth["c"][name][block])
         np.testing.assert_array_equal(y, truth["test_y"])
         assert type(x) is np.ndarray and y.dtype == np.int64
-    fam = natural.test_set_family("natural", 7, cifar.SPECS[0].natural_targets)
+    fam = families.test_set_family("natural", 7, cifar.SPECS[0].natural_targets)
     for split, key in zip(fam.splits_of("cifar10"), ("v1", "v2"), strict=True):
         x, y = fam.generate("cifar10", split, pool, split_rng("cifar10", split.name))
         np.testing.assert_array_equal(x, truth[f"{key}_x"])
@@ -216,9 +216,9 @@ def test_splits_are_the_release_files(cifar10_root) -> None:
 
 
 def test_registry_lists_every_split(cifar10_root) -> None:
-    from tasks.shifts import family_implementation, generate_split, target_splits
+    from tasks.data.targets import family_implementation, generate_split, target_splits
 
-    assert family_implementation("synthetic", "image", "cifar10").module == "tasks.datasets.cifar"
+    assert family_implementation("synthetic", "image", "cifar10").module == "tasks.data.datasets.cifar"
 
     names = [s.name for s in target_splits("cifar10")]
     assert names[0] == "clean" and names[-2:] == ["cifar10.1", "cifar10.2"]
@@ -393,7 +393,7 @@ def test_resnet18_recipe_trains_on_the_loaded_source(cifar10_root) -> None:
 
 
 def test_release_views_are_not_copied_into_the_shift_cache():
-    from tasks.shifts import family_implementation
+    from tasks.data.targets import family_implementation
 
     assert family_implementation("synthetic", "image", "cifar10").cache is False
     assert family_implementation("natural", "image", "cifar10").cache is False

@@ -1,9 +1,14 @@
-"""The estimate stage's plain function, on a synthetic run in a temporary DuckDB file."""
+"""The estimate stage's one path (compute_estimates + ingest_estimates) on a synthetic run.
+
+The run is published as a logits file (as the extract stage does) and ingested into a
+temporary DuckDB file; the estimates are computed from the file and ingested in this process.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,14 +24,15 @@ from storage import (
     RunInfo,
     connect,
     estimates_digest,
-    list_splits,
     read_anchors,
     read_estimates,
-    upsert_run,
 )
-from tasks.estimate import all_method_names, default_method_names, estimate_run
-from tasks.refs import EstimatesRef
+from storage.results import ResultCorruptError, ingest, write_logits_file
+from tasks.methods import all_method_names, default_method_names
+from tasks.runtime.refs import EstimatesRef, LogitsRef
+from tasks.stages.estimate import compute_estimates
 from tests.storage._helpers import add_run, make_split
+from tests.tasks._stages import estimate
 
 RUN = "toy.mlp.s7"
 TARGETS = (("clean", 120, 0.8), ("noise-3", 90, 0.5), ("shift-1", 80, 0.6))
@@ -80,12 +86,28 @@ def spies(monkeypatch):
     return Spy
 
 
+def _publish(db, arrays, run_key=RUN, seed=7, targets=TARGETS) -> LogitsRef:
+    """Publish a run's splits as a logits file beside ``db`` and ingest it."""
+    splits = [(storage.SplitInfo("val", "val", None, None, None), *arrays["val"])]
+    for name, _, _ in targets:
+        family, _, sev = name.partition("-")
+        info = storage.SplitInfo(name, "target", family, family, int(sev) if sev else None)
+        splits.append((info, *arrays[name]))
+    n_classes = arrays["val"][0].shape[1]
+    run = RunInfo(run_key, "toy", "toy", "mlp", seed, n_classes)
+    published = write_logits_file(run, splits, db.parent / "results")
+    with connect(db) as con:
+        ingest(con, published.path)
+    return LogitsRef(run_key=run_key, db_path=str(db), digest="", path=published.path,
+                     sha256=published.sha256)
+
+
 @pytest.fixture
 def run_db(tmp_path):
     db = tmp_path / "bench.duckdb"
     with connect(db) as con:
         arrays = add_run(con, np.random.default_rng(1), RUN, n_val=150, targets=TARGETS, seed=7)
-    return db, arrays
+    return db, arrays, _publish(db, arrays)
 
 
 def _true_accuracy(arrays, split):
@@ -94,9 +116,9 @@ def _true_accuracy(arrays, split):
 
 
 def test_rows_for_every_method_and_target_split(spies, run_db, caplog):
-    db, arrays = run_db
-    with caplog.at_level(logging.INFO, logger="tasks.estimate"):
-        ref = estimate_run(RUN, methods=["spy", "anchor-spy"], db=db, code_version="cv1")
+    db, arrays, logits = run_db
+    with caplog.at_level(logging.INFO, logger="tasks.stages.estimate"):
+        ref = estimate(logits, methods=["spy", "anchor-spy"], code_version="cv1")
     assert isinstance(ref, EstimatesRef) and ref.run_key == RUN and ref.db_path == str(db)
     with connect(db, read_only=True) as con:
         rows = read_estimates(con, RUN)
@@ -118,23 +140,22 @@ def test_rows_for_every_method_and_target_split(spies, run_db, caplog):
     np.testing.assert_array_equal(peaks, np.linspace(-6, 6, 5).astype(np.float32))
     assert variances.shape == (5,)
     assert any("fitted spy" in m for m in caplog.messages)
-    assert any("wrote 6 estimates" in m for m in caplog.messages)
+    assert any("published 6 estimates" in m for m in caplog.messages)
 
 
 def test_estimators_see_target_logits_only(spies, run_db, monkeypatch):
-    db, arrays = run_db
+    db, arrays, logits = run_db
 
     def forbidden(*args, **kwargs):
         raise AssertionError("the estimate stage read target labels")
 
     monkeypatch.setattr(storage.logits, "read_target_labels", forbidden)
     monkeypatch.setattr(storage, "read_target_labels", forbidden)
-    estimate_run(RUN, methods=["spy"], db=db)
+    estimate(logits, methods=["spy"])
     (val_logits, val_labels), = spies.seen_fit
     np.testing.assert_array_equal(val_logits, arrays["val"][0])
     np.testing.assert_array_equal(val_labels, arrays["val"][1])
-    with connect(db, read_only=True) as con:
-        order = [s.split for s in list_splits(con, RUN, role="target")]
+    order = [name for name, _, _ in TARGETS]  # the file's order
     # the first call is fit's own, on the validation logits (the interval's residual variance)
     (fit_call, *target_calls) = spies.seen_estimate
     np.testing.assert_array_equal(fit_call[0], arrays["val"][0].astype(np.float64))
@@ -145,19 +166,19 @@ def test_estimators_see_target_logits_only(spies, run_db, monkeypatch):
 
 
 def test_seed_given_in_method_params_wins(spies, run_db):
-    db, _ = run_db
-    estimate_run(RUN, methods=["spy"], method_params={"spy": {"seed": 3, "shrink": 0.5}}, db=db)
+    db, _, logits = run_db
+    estimate(logits, methods=["spy"], method_params={"spy": {"seed": 3, "shrink": 0.5}})
     with connect(db, read_only=True) as con:
         params = {r.params_json for r in read_estimates(con, RUN)}
     assert params == {json.dumps({"seed": 3, "shrink": 0.5}, sort_keys=True)}
 
 
 def test_rerun_replaces_rows_and_keeps_the_digest(spies, run_db):
-    db, _ = run_db
-    first = estimate_run(RUN, methods=["spy", "anchor-spy"], db=db)
-    second = estimate_run(RUN, methods=["spy", "anchor-spy"], db=db)
+    db, _, logits = run_db
+    first = estimate(logits, methods=["spy", "anchor-spy"])
+    second = estimate(logits, methods=["spy", "anchor-spy"])
     assert first == second
-    third = estimate_run(RUN, methods=["spy"], method_params={"spy": {"shrink": 0.5}}, db=db)
+    third = estimate(logits, methods=["spy"], method_params={"spy": {"shrink": 0.5}})
     assert third.digest != first.digest
     with connect(db, read_only=True) as con:
         rows = read_estimates(con, RUN)
@@ -188,32 +209,32 @@ def test_rerun_replaces_rows_and_keeps_the_digest(spies, run_db):
     ],
 )
 def test_bad_arguments_are_named(spies, run_db, kwargs, error, message):
-    db, _ = run_db
+    db, _, logits = run_db
     with pytest.raises(error, match=message):
-        estimate_run(RUN, db=db, **kwargs)
+        estimate(logits, **kwargs)
 
 
 def test_missing_data_is_named(spies, run_db, tmp_path):
-    db, _ = run_db
-    with pytest.raises(NotFoundError, match="Run 'other.x.s0' is not stored"):
-        estimate_run("other.x.s0", methods=["spy"], db=db)
-    with pytest.raises(NotFoundError, match="No benchmark database"):
-        estimate_run(RUN, methods=["spy"], db=tmp_path / "absent.duckdb")
-    assert not (tmp_path / "absent.duckdb").exists()
-    with connect(db) as con:
-        upsert_run(con, RunInfo("val.only.s0", "toy", "toy", "mlp", 0, 4))
-        storage.write_split(
-            con, "val.only.s0", storage.SplitInfo("val", "val", None, None, None),
-            *make_split(np.random.default_rng(2), 20, 4),
-        )
+    import dataclasses
+
+    db, arrays, logits = run_db
+    with pytest.raises(ValueError, match="holds run 'toy.mlp.s7', not 'other.x.s0'"):
+        compute_estimates(dataclasses.replace(logits, run_key="other.x.s0"), methods=["spy"])
+    with pytest.raises(ResultCorruptError):
+        compute_estimates(dataclasses.replace(logits, path=str(tmp_path / "gone.parquet")),
+                          methods=["spy"])
+    with pytest.raises(TypeError, match="LogitsRef with a result file"):
+        compute_estimates(dataclasses.replace(logits, path=""), methods=["spy"])
+    val_only = _publish(db, {"val": make_split(np.random.default_rng(2), 20, 4)},
+                        run_key="val.only.s0", seed=0, targets=())
     with pytest.raises(NotFoundError, match="no target splits"):
-        estimate_run("val.only.s0", methods=["spy"], db=db)
+        compute_estimates(val_only, methods=["spy"])
 
 
 def test_fit_failure_names_method_and_writes_nothing(spies, run_db):
-    db, _ = run_db
+    db, _, logits = run_db
     with pytest.raises(FloatingPointError, match="diverged") as info:
-        estimate_run(RUN, methods=["spy", "broken"], db=db)
+        estimate(logits, methods=["spy", "broken"])
     assert any("'broken'" in note for note in info.value.__notes__)
     with connect(db, read_only=True) as con:
         assert read_estimates(con, RUN) == []
@@ -221,10 +242,10 @@ def test_fit_failure_names_method_and_writes_nothing(spies, run_db):
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_every_registered_estimator_on_the_real_registry(run_db):
-    db, arrays = run_db
+    db, arrays, logits = run_db
     fast_alsa = {"n_anchors": 40, "max_epochs": 60}
-    ref = estimate_run(
-        RUN, db=db, method_params={"alsa-g": fast_alsa, "alsa-e": fast_alsa}, code_version="real"
+    ref = estimate(
+        logits, method_params={"alsa-g": fast_alsa, "alsa-e": fast_alsa}, code_version="real"
     )
     methods = available_estimators(include_scores=True)
     assert {"ac", "doc", "im", "atc-mc", "atc-ne", "cot", "alsa-g", "alsa-e", "mano",
@@ -267,8 +288,8 @@ def test_intervals_and_per_class_estimates_are_stored(run_db):
     from estimators import get_estimator
     from estimators.base import per_class_accuracy
 
-    db, arrays = run_db
-    estimate_run(RUN, methods=["ac", "doc"], db=db)
+    db, arrays, logits = run_db
+    estimate(logits, methods=["ac", "doc"])
     with connect(db, read_only=True) as con:
         rows = {(r.split, r.method): r for r in read_estimates(con, RUN)}
         report = storage.read_report_rows(con)
@@ -297,9 +318,9 @@ def test_intervals_and_per_class_estimates_are_stored(run_db):
 
 
 def test_the_opt_in_shift_gate_runs_only_when_named(run_db):
-    db, _ = run_db
-    estimate_run(RUN, db=db, methods=["ac"], code_version="gate")
-    estimate_run(RUN, db=db, methods=["shift-gate"], code_version="gate")
+    db, _, logits = run_db
+    estimate(logits, methods=["ac"], code_version="gate")
+    estimate(logits, methods=["shift-gate"], code_version="gate")
     with connect(db, read_only=True) as con:
         rows = read_estimates(con, RUN)
     gate = [r for r in rows if r.method == "shift-gate"]
@@ -308,3 +329,57 @@ def test_the_opt_in_shift_gate_runs_only_when_named(run_db):
     params = json.loads(gate[0].params_json)
     assert params["seed"] == 7 and params["covariate"] == "cot"  # the run's seed is passed on
     assert "shift-gate" not in default_method_names() and "shift-gate" in all_method_names()
+
+
+# --------------------------------------------------------------------------- one row builder
+def test_ablation_variants_publish_the_same_rows_under_their_labels(run_db, monkeypatch):
+    """estimate_variants never opens the database; its ingested rows equal the stage's."""
+    from storage import db as storage_db
+    from tasks.stages import ablations
+    from tasks.stages.estimate import ingest_estimates
+
+    db, _, logits = run_db
+    main = estimate(logits, methods=["ac", "atc-mc"], code_version="cv")
+
+    def no_database(*args, **kwargs):
+        raise AssertionError("estimate_variants opened the database")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(storage_db, "connect", no_database)
+        patch.setattr("tasks.stages.estimate.connect", no_database)
+        ref = ablations.estimate_variants(
+            logits, {"ac[x]": ("ac", {}), "atc-mc[y]": ("atc-mc", {})}, code_version="cv")
+    assert ref.path and Path(ref.path).parent.name == "estimates" and ref.db_path == str(db)
+    ingest_estimates(ref)
+    with connect(db, read_only=True) as con:
+        rows = {(r.split, r.method): r for r in read_estimates(con, RUN)}
+    assert len(rows) == 4 * len(TARGETS)  # the main rows are kept beside the variants
+    for (split, label), row in rows.items():
+        if "[" not in label:
+            continue
+        base = rows[(split, label.split("[")[0])]
+        assert row.per_class_json is None  # variants store no per-class estimates
+        for name in ("params_json", "estimated_accuracy", "true_accuracy", "abs_error",
+                     "diagnostics_json", "code_version", "interval_low", "interval_high",
+                     "interval_level"):
+            assert getattr(row, name) == getattr(base, name), name
+    assert rows[("clean", "ac")].per_class_json is not None
+    assert main.digest != ref.digest
+
+
+def test_estimate_row_is_canonical_json_with_nan_kept():
+    import math
+
+    from tasks.stages.rows import estimate_row
+
+    info = storage.SplitInfo("clean", "target", "clean", "clean", None, 10, 0.75)
+    row = estimate_row(
+        RUN, info, "m", np.float32(0.5), params={"b": (1, 2), "a": np.int64(3)},
+        diagnostics={"v": np.arange(2)}, interval=(math.nan, math.nan), level=math.nan,
+        fit_seconds=1.0, estimate_seconds=2.0, code_version="cv",
+    )
+    assert row.params_json == '{"a": 3, "b": [1, 2]}'
+    assert row.diagnostics_json == '{"v": [0, 1]}'
+    assert (row.estimated_accuracy, row.true_accuracy, row.abs_error) == (0.5, 0.75, 0.25)
+    assert math.isnan(row.interval_low) and math.isnan(row.interval_level)
+    assert row.per_class_json is None and row.split == "clean"

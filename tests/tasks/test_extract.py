@@ -9,10 +9,10 @@ import pytest
 
 from storage.db import connect
 from storage.logits import list_splits, read_val, run_digest
-from tasks.extract import extract_logits
-from tasks.shifts import cache as shift_cache
-from tasks.shifts import target_splits
-from tasks.train import train_classifier
+from tests.tasks._stages import extract
+from tasks.stages import splits as shift_cache
+from tasks.data.targets import target_splits
+from tasks.stages.train import train_classifier
 from tests.tasks.test_fmnist import stage_tiny
 
 
@@ -34,7 +34,7 @@ def test_extract_writes_every_split(dataset, tmp_path, monkeypatch, state_home):
     ckpt = train_classifier(ref, "mlp", 0, epochs=1, device="cpu", progress=False)
     db = tmp_path / "bench.duckdb"
 
-    out = extract_logits(ckpt, db=db, device="cpu", code_version="abc")
+    out = extract(ckpt, db=db, device="cpu", code_version="abc")
 
     assert out.run_key == f"{dataset}.mlp.s0" and out.db_path == str(db)
     expected = {s.name: s for s in shift_cache.target_splits(dataset)}
@@ -64,8 +64,8 @@ def test_extract_is_idempotent_and_checks_inputs(tmp_path, monkeypatch, state_ho
     ref = stage_tiny(tmp_path, monkeypatch, "fmnist-coarse")
     ckpt = train_classifier(ref, "lenet", 0, epochs=1, device="cpu", progress=False)
 
-    first = extract_logits(ckpt, device="cpu")
-    second = extract_logits(ckpt, device="cpu")
+    first = extract(ckpt, device="cpu")
+    second = extract(ckpt, device="cpu")
     assert first == second
     with duckdb.connect(first.db_path, read_only=True) as con:
         rows = con.execute(
@@ -74,8 +74,8 @@ def test_extract_is_idempotent_and_checks_inputs(tmp_path, monkeypatch, state_ho
     assert rows[0] == len(target_splits("fmnist-coarse")) + 1
 
     with pytest.raises(ValueError, match="suite"):
-        extract_logits(ckpt, suite="cifar", device="cpu")
+        extract(ckpt, suite="cifar", device="cpu")
     with pytest.raises(ValueError, match="SHA-256"):
-        extract_logits(dataclasses.replace(ckpt, sha256="0" * 64), device="cpu")
+        extract(dataclasses.replace(ckpt, sha256="0" * 64), device="cpu")
     with pytest.raises(FileNotFoundError, match="train stage"):
-        extract_logits(dataclasses.replace(ckpt, path=str(tmp_path / "gone.pt")), device="cpu")
+        extract(dataclasses.replace(ckpt, path=str(tmp_path / "gone.pt")), device="cpu")

@@ -1,4 +1,4 @@
-"""The per-text feature cache (tasks/feature_cache.py): content addressed, append-only, atomic."""
+"""The per-text feature cache (tasks/data/feature_cache.py): content addressed, append-only, atomic."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.feature_cache import FeatureCache
+from tasks.data.feature_cache import FeatureCache
 
 
 def test_put_then_get_returns_the_arrays_in_order(tmp_path: Path) -> None:

@@ -1,9 +1,9 @@
-"""``tasks.fetch`` against a real HTTP server on 127.0.0.1 serving tiny archives built here.
+"""``tasks.data.fetch`` against a real HTTP server on 127.0.0.1 serving tiny archives built here.
 
 The server (:class:`_Server`) supports ``Range: bytes=N-`` and can be told to cut the
 connection after K bytes, to serve wrong bytes, or to ignore ``Range``; it records every request.
 A throw-away online dataset ``tinyfetch`` whose ``sources`` point at it is registered by
-monkeypatching :data:`tasks.datasets.DATASETS`.
+monkeypatching :data:`tasks.data.datasets.DATASETS`.
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.datasets import DATASETS, DatasetSpec
-from tasks.datasets._errors import ChecksumError, DatasetUnavailableError
-from tasks.datasets.base import RemoteFile
-from tasks.fetch import (
+from tasks.data.datasets import DATASETS, DatasetSpec
+from tasks.data.errors import ChecksumError, DatasetUnavailableError
+from tasks.data.spec import RemoteFile
+from tasks.catalog import dataset_status
+from tasks.data.fetch import (
     HAS_TAR_FILTERS,
     FetchError,
     NothingToFetchError,
     check_tar_member,
     check_zip_member,
-    dataset_status,
     extract_archive,
     fetch_dataset,
     marker_path,
@@ -283,7 +283,7 @@ def test_unsafe_tar_members_are_refused_by_name(server, monkeypatch, tmp_path, m
                                                  bad, filters):
     if filters and not HAS_TAR_FILTERS:
         pytest.skip("this Python has no tarfile extraction filters")
-    monkeypatch.setattr("tasks.fetch.HAS_TAR_FILTERS", filters)
+    monkeypatch.setattr("tasks.data.fetch.HAS_TAR_FILTERS", filters)
     # the good members come first: they must not survive the refusal either
     data = _tar_gz({**_good_members(), **members}, extra)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
@@ -303,7 +303,7 @@ def test_unsafe_tar_members_are_refused_by_name(server, monkeypatch, tmp_path, m
 def test_without_tar_filters_members_are_checked_and_modes_cleaned(monkeypatch, tmp_path):
     """Python < 3.11.4 has no ``filter=``: the same check runs first and the modes lose set-id
     bits and group/other write, as the ``data`` filter would do."""
-    monkeypatch.setattr("tasks.fetch.HAS_TAR_FILTERS", False)
+    monkeypatch.setattr("tasks.data.fetch.HAS_TAR_FILTERS", False)
     info = tarfile.TarInfo("tinyset/run.sh")
     info.size, info.mode = 2, 0o6777
     archive = tmp_path / "a.tar.gz"

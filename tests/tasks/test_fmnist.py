@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from torchvision.datasets import FashionMNIST
 
-from tasks.datasets import available_datasets, get_dataset_spec, imbalanced_counts
-from tasks.datasets import fmnist
-from tasks.datasets.fmnist import ChecksumError, DatasetUnavailableError
-from tasks.download import stage_dataset
-from tasks.refs import DatasetRef
+from tasks.data.datasets import available_datasets, get_dataset_spec, imbalanced_counts
+from tasks.data.datasets import fmnist
+from tasks.data.datasets.fmnist import ChecksumError, DatasetUnavailableError
+from tasks.stages.download import stage_dataset
+from tasks.runtime.refs import DatasetRef
 
 TRAIN_PER_CLASS = 60
 TEST_PER_CLASS = 30
@@ -229,6 +229,6 @@ def test_unknown_dataset_lists_names():
 def test_archive_md5_copy_matches_torchvision():
     from torchvision.datasets import FashionMNIST
 
-    from tasks.datasets.fmnist import ARCHIVE_MD5
+    from tasks.data.datasets.fmnist import ARCHIVE_MD5
 
     assert ARCHIVE_MD5 == dict(FashionMNIST.resources)

@@ -9,13 +9,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GCNConv
 
-from tasks.gnnevaluator import (
+from tasks.models.gnnevaluator import (
     AUGMENTATIONS,
     GNNEvaluatorConfig,
     _normalized_adjacency,
     fit_gnnevaluator,
 )
-from tasks.graphs import Graph, GraphSplit, to_undirected
+from tasks.data.graphs import Graph, GraphSplit, to_undirected
 
 
 N_CLASSES = 3

@@ -12,12 +12,12 @@ import pytest
 from storage.db import connect
 from storage.estimates import read_estimates
 from storage.logits import list_splits, read_val
-from tasks.datasets import DATASETS
-from tasks.download import stage_dataset
-from tasks.estimate import estimate_run
-from tasks.extract import extract_logits
-from tasks.shifts import target_splits
-from tasks.train import load_checkpoint, train_classifier
+from tasks.data.datasets import DATASETS
+from tasks.stages.download import stage_dataset
+from tests.tasks._stages import estimate, extract
+from tasks.data.targets import target_splits
+from tasks.runtime.checkpoints import load_checkpoint
+from tasks.stages.train import train_classifier
 from tests.tasks._graph_fake import tiny_graph_spec
 
 
@@ -36,7 +36,7 @@ def test_graph_run_end_to_end(tiny_graph: str, state_home: Path) -> None:
     assert again.sha256 == ckpt.sha256  # bit-identical on the CPU
 
     db = state_home / "bench.duckdb"
-    logits_ref = extract_logits(ckpt, suite="tiny-graph", db=db)
+    logits_ref = extract(ckpt, suite="tiny-graph", db=db)
     with connect(db, read_only=True) as con:
         splits = {s.split: s for s in list_splits(con, ckpt.run_key, role="target")}
         val_logits, val_labels = read_val(con, ckpt.run_key)
@@ -46,8 +46,8 @@ def test_graph_run_end_to_end(tiny_graph: str, state_home: Path) -> None:
     assert val_logits.shape == (120, 3) and float(np.mean(val_logits.argmax(1) == val_labels)) > 0.5
 
     params = {"gnnevaluator": {"n_meta": 8, "epochs": 5, "n_reference": 16}}
-    estimate_run(ckpt.run_key, methods=["atc-mc", "gnnevaluator"], method_params=params, db=db,
-                 checkpoint=ckpt)
+    estimate(logits_ref, methods=["atc-mc", "gnnevaluator"], method_params=params,
+             checkpoint=ckpt)
     with connect(db, read_only=True) as con:
         rows = read_estimates(con, ckpt.run_key)
     gnn = [r for r in rows if r.method == "gnnevaluator"]
@@ -62,11 +62,11 @@ def test_gnnevaluator_needs_a_graph_run_and_its_checkpoint(tiny_graph: str, stat
     ref = stage_dataset(tiny_graph)
     ckpt = train_classifier(ref, "gcn", 1, epochs=5, progress=False)
     db = state_home / "bench.duckdb"
-    extract_logits(ckpt, suite="tiny-graph", db=db)
+    logits = extract(ckpt, suite="tiny-graph", db=db)
     with pytest.raises(ValueError, match="'gnnevaluator' needs the trained model.*no checkpoint"):
-        estimate_run(ckpt.run_key, methods=["gnnevaluator"], db=db)
+        estimate(logits, methods=["gnnevaluator"])
     # by default (no methods named) it is skipped without a checkpoint
-    estimate_run(ckpt.run_key, methods=None, db=db)
+    estimate(logits, methods=None)
     with connect(db, read_only=True) as con:
         assert "gnnevaluator" not in {r.method for r in read_estimates(con, ckpt.run_key)}
 
@@ -83,7 +83,7 @@ def test_class_count_mismatch_writes_nothing(tiny_graph, monkeypatch, state_home
     ref = stage_dataset(tiny_graph)
     ckpt = train_classifier(ref, "gcn", 0, epochs=3, progress=False)
     spec = DATASETS[tiny_graph]
-    from tasks.datasets.base import TargetPool
+    from tasks.data.spec import TargetPool
 
     def pool_with_a_new_class(root: Path) -> TargetPool:
         pool = spec.load_target_pool(root)
@@ -96,7 +96,7 @@ def test_class_count_mismatch_writes_nothing(tiny_graph, monkeypatch, state_home
                         dataclasses.replace(spec, load_target_pool=pool_with_a_new_class))
     db = state_home / "bench.duckdb"
     with pytest.raises(ValueError, match="split 'temporal-2016' has label 3, outside 0..2"):
-        extract_logits(ckpt, suite="tiny-graph", db=db)
+        extract(ckpt, suite="tiny-graph", db=db)
     assert not db.exists()
 
 
@@ -104,7 +104,7 @@ def test_gnnevaluator_refuses_a_checkpoint_that_changed(tiny_graph: str, state_h
     ref = stage_dataset(tiny_graph)
     ckpt = train_classifier(ref, "gcn", 2, epochs=3, progress=False)
     db = state_home / "bench.duckdb"
-    extract_logits(ckpt, suite="tiny-graph", db=db)
+    logits = extract(ckpt, suite="tiny-graph", db=db)
     stale = dataclasses.replace(ckpt, sha256="0" * 64)  # the file is not what was extracted
     with pytest.raises(ValueError, match="has SHA-256 .* not the 000000000000"):
-        estimate_run(ckpt.run_key, methods=["gnnevaluator"], db=db, checkpoint=stale)
+        estimate(logits, methods=["gnnevaluator"], checkpoint=stale)

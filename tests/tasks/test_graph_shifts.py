@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.datasets import DATASETS
-from tasks.datasets.temporal import PROTOCOL, temporal_source_splits, temporal_target_pool
-from tasks.graphs import GraphSplit
-from tasks.shifts import generate_split, target_splits
-from tasks.shifts.structural import STRUCTURAL_LEVELS
+from tasks.data.datasets import DATASETS
+from tasks.data.temporal import PROTOCOL, temporal_source_splits, temporal_target_pool
+from tasks.data.graphs import GraphSplit
+from tasks.data.targets import generate_split, target_splits
+from tasks.data.shifts.structural import STRUCTURAL_LEVELS
 from tests.tasks._graph_fake import TINY_GRAPH_CLASSES, make_graph, tiny_graph_spec
 
 
@@ -92,7 +92,7 @@ def test_structural_damage_grows_with_severity_and_is_seeded(tiny) -> None:
 
 
 def test_image_families_refuse_graph_datasets_and_vice_versa(monkeypatch) -> None:
-    from tasks.datasets import get_dataset_spec
+    from tasks.data.datasets import get_dataset_spec
 
     spec = tiny_graph_spec()
     bad = type(spec)(**{**spec.__dict__, "name": "bad-graph", "target_families": ("synthetic",)})

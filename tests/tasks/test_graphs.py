@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.graphs import Graph, GraphSplit, to_undirected
+from tasks.data.graphs import Graph, GraphSplit, to_undirected
 from tests.tasks._graph_fake import make_graph
 
 

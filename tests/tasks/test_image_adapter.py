@@ -12,10 +12,10 @@ import pytest
 import torch
 from torch import nn
 
-import tasks.modalities.image as image
-from tasks.backbones import get_backbone, get_backbone_spec
-from tasks.backbones.base import BackboneSpec
-from tasks.versions import PROJECT_ROOT
+import tasks.models.modalities.image as image
+from tasks.models.backbones import get_backbone, get_backbone_spec
+from tasks.models.backbones.base import BackboneSpec
+from tasks.stages.versions import PROJECT_ROOT
 
 CPU = torch.device("cpu")
 
@@ -53,6 +53,9 @@ def old_adapter(tmp_path_factory):
             capture_output=True, text=True, check=True, timeout=30).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
         pytest.skip(f"the old adapter is not in this checkout's git history: {exc}")
+    # the modules it imports have moved since (tasks/ became packages); their contents have not
+    text = text.replace("from tasks.backbones.", "from tasks.models.backbones.")
+    text = text.replace("from tasks.modalities.", "from tasks.models.modalities.")
     path = tmp_path_factory.mktemp("old") / "old_image_adapter.py"
     path.write_text(text)
     module_spec = importlib.util.spec_from_file_location("old_image_adapter", path)

@@ -25,13 +25,14 @@ from PIL import Image
 
 from storage.db import connect
 from storage.logits import list_splits
-from tasks.backbones import get_backbone, get_backbone_spec, pretrained
-from tasks.datasets import get_dataset_spec, imagenet
-from tasks.datasets._errors import ChecksumError, DatasetUnavailableError
-from tasks.download import stage_dataset
-from tasks.extract import extract_logits
-from tasks.shifts import generate_split, target_splits
-from tasks.train import load_checkpoint, read_sidecar, train_classifier
+from tasks.models.backbones import get_backbone, get_backbone_spec, pretrained
+from tasks.data.datasets import get_dataset_spec, imagenet
+from tasks.data.errors import ChecksumError, DatasetUnavailableError
+from tasks.stages.download import stage_dataset
+from tests.tasks._stages import extract
+from tasks.data.targets import generate_split, target_splits
+from tasks.runtime.checkpoints import load_checkpoint, read_sidecar
+from tasks.stages.train import train_classifier
 
 #: Fake classes: wnid -> torchvision class index.
 FAKE = {"n01440764": 0, "n01443537": 1, "n15075141": 999}
@@ -364,7 +365,7 @@ def test_train_classifier_on_a_pretrained_backbone_does_not_train(
     monkeypatch.setattr(torch.optim.Optimizer, "step", lambda *a, **k: pytest.fail("stepped"))
     dataset = stage_dataset("imagenet", root)
 
-    with caplog.at_level(logging.INFO, logger="tasks.train"):
+    with caplog.at_level(logging.INFO, logger="tasks.stages.train"):
         ref = train_classifier(dataset, "mobilenet_v2", 0, epochs=3, device="cpu", progress=False)
     assert "ignored" in caplog.text
 
@@ -386,7 +387,7 @@ def test_train_classifier_on_a_pretrained_backbone_does_not_train(
     assert again.sha256 == ref.sha256  # the ignored epochs left no trace in the checkpoint
 
     # extraction reads the checkpoint like a trained one: val, clean and the ImageNetV2 sets
-    out = extract_logits(ref, suite="imagenet", db=tmp_path / "bench.duckdb", device="cpu",
+    out = extract(ref, suite="imagenet", db=tmp_path / "bench.duckdb", device="cpu",
                          batch_size=8)
     with connect(tmp_path / "bench.duckdb") as con:
         stored = {s.split: s for s in list_splits(con, out.run_key)}
@@ -399,7 +400,7 @@ def test_train_classifier_on_a_pretrained_backbone_does_not_train(
 
 
 def test_each_backbone_sees_its_own_transform():
-    from tasks.datasets import get_dataset_spec
+    from tasks.data.datasets import get_dataset_spec
 
     spec = get_dataset_spec("imagenet")
     assert spec.for_backbone("efficientnet_b0").to_inputs is imagenet.BACKBONE_INPUTS[

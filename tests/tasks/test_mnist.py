@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tasks.datasets import get_dataset_spec, mnist
-from tasks.datasets._errors import DatasetUnavailableError
-from tasks.shifts import generate_split, target_splits
+from tasks.data.datasets import get_dataset_spec, mnist
+from tasks.data.errors import DatasetUnavailableError
+from tasks.data.targets import generate_split, target_splits
 
 #: Images per class of the fake training file: 10 % of the plan of the largest class (5,000).
 PER_CLASS_TRAIN = 500

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from tasks.backbones import get_backbone, get_backbone_spec
-from tasks.datasets.temporal import temporal_source_splits
-from tasks.graphs import Graph, GraphSplit
-from tasks.modalities import available_modalities, get_adapter
-from tasks.modalities.graph import graph_tensors
+from tasks.models.backbones import get_backbone, get_backbone_spec
+from tasks.data.temporal import temporal_source_splits
+from tasks.data.graphs import Graph, GraphSplit
+from tasks.models.modalities import available_modalities, get_adapter
+from tasks.models.modalities.graph import graph_tensors
 from tests.tasks._graph_fake import TINY_GRAPH_CLASSES, TINY_GRAPH_FEATURES, make_graph
 
 CPU = torch.device("cpu")

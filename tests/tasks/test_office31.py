@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tasks.datasets import get_dataset_spec, office31
-from tasks.datasets._errors import DatasetUnavailableError
-from tasks.datasets._vision import IMAGENET_MEAN, IMAGENET_STD, photos_to_inputs
-from tasks.shifts import generate_split, target_splits
+from tasks.data.datasets import get_dataset_spec, office31
+from tasks.data.errors import DatasetUnavailableError
+from tasks.data.datasets._vision import IMAGENET_MEAN, IMAGENET_STD, photos_to_inputs
+from tasks.data.targets import generate_split, target_splits
 
 #: Images per class of each domain in the fake tree.
 PER_CLASS = {"amazon": 5, "dslr": 1, "webcam": 2}
@@ -177,10 +177,10 @@ def test_corrupt_or_vanished_image_names_the_file(tree):
 
 
 def test_own_domain_family_wins_over_the_registry_one():
-    from tasks.shifts import family_implementation
+    from tasks.data.targets import family_implementation
 
     family = family_implementation("domain", "image", "office31")
     assert family is office31.DOMAIN_FAMILY
-    assert family.module == "tasks.shifts.natural"  # test_set_family's generator
+    assert family.module == "tasks.data.families"  # test_set_family's generator
     assert [s.name for s in family.splits_of("office31")] == ["dslr", "webcam"]
-    assert family_implementation("domain", "image", "fmnist").module == "tasks.shifts.domain"
+    assert family_implementation("domain", "image", "fmnist").module == "tasks.data.shifts.domain"

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.datasets import ogbn_arxiv
-from tasks.datasets.ogbn_arxiv import (
+from tasks.data.datasets import ogbn_arxiv
+from tasks.data.datasets.ogbn_arxiv import (
     CLASS_NAMES,
     N_CLASSES,
     N_FEATURES,

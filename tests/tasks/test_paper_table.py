@@ -1,4 +1,4 @@
-"""``tasks.paper_table``: the paper's published MAE and the "Reproducing the paper" section."""
+"""``tasks.report.paper_table``: the paper's published MAE and the "Reproducing the paper" section."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from estimators import available_estimators
-from tasks.datasets import DATASETS
-from tasks.paper_table import (
+from tasks.data.datasets import DATASETS
+from tasks.report.paper_table import (
     COST,
     PAPER_DATASETS,
     PAPER_ROWS,

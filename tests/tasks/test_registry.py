@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flows.benchmark import offline_suites, suite_modality
-from tasks.datasets import DATASETS, available_suites, get_dataset_spec
-from tasks.versions import PROJECT_ROOT
+from tasks.data.datasets import DATASETS, available_suites, get_dataset_spec
+from tasks.plan import offline_suites, suite_modality
+from tasks.stages.versions import PROJECT_ROOT
 
 
 def test_every_dataset_is_registered_with_its_suite_and_modality() -> None:
@@ -26,7 +26,7 @@ def test_every_dataset_is_registered_with_its_suite_and_modality() -> None:
     assert offline_suites() == ("fmnist", "graph", "text")
     assert suite_modality("graph") == "graph"
     assert get_dataset_spec("fmnist-binary").class_names == ("not-top", "top")
-    assert get_dataset_spec("arxiv-sim").module == "tasks.datasets.arxiv_sim"
+    assert get_dataset_spec("arxiv-sim").module == "tasks.data.datasets.arxiv_sim"
 
 
 def test_listing_the_registry_touches_no_data(tmp_path: Path) -> None:
@@ -35,8 +35,8 @@ def test_listing_the_registry_touches_no_data(tmp_path: Path) -> None:
     written, nothing fails."""
     home = tmp_path / "state"
     code = (
-        "import json; from tasks.datasets import DATASETS; from tasks.shifts import target_splits;"
-        "from tasks.backbones import BACKBONES;"
+        "import json; from tasks.data.datasets import DATASETS; from tasks.data.targets import target_splits;"
+        "from tasks.models.backbones import BACKBONES;"
         "print(json.dumps({n: len(target_splits(n)) for n in DATASETS}))"
     )
     env = {"ALSA_BENCH_HOME": str(home), "FASHION_MNIST_DIR": str(tmp_path / "nowhere"),

@@ -12,17 +12,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from tasks.report import (
-    ALL_FAMILIES,
-    build_report_tables,
-    format_mae_text,
-    parse_variant,
-    pearson,
-    r2_identity,
-    render_markdown,
-    simplex_plane_basis,
-    write_report,
-)
+from tasks.report import write_report
+from tasks.report.alsa_figure import simplex_plane_basis
+from tasks.report.markdown import format_mae_text, render_markdown
+from tasks.report.names import ALL_FAMILIES, parse_variant
+from tasks.report.stats import pearson, r2_identity
+from tasks.report.tables import build_report_tables
 
 METHODS = ("ac", "atc-mc", "alsa-g")
 
@@ -254,8 +249,6 @@ def test_write_report_without_database_names_the_file(tmp_path, state_home) -> N
 
 # --------------------------------------------------------------------------- issue 11 tables
 def test_coverage_table_counts_truth_inside_the_interval(rows: pd.DataFrame) -> None:
-    from tasks.report import build_report_tables, render_markdown
-
     half = {"ac": 0.02, "atc-mc": 0.05, "alsa-g": 0.03}
     rows = rows.assign(
         interval_low=rows["estimated_accuracy"] - rows["method"].map(half),
@@ -284,8 +277,6 @@ def test_coverage_table_counts_truth_inside_the_interval(rows: pd.DataFrame) -> 
 
 
 def test_report_without_interval_columns_has_no_coverage_table(rows: pd.DataFrame) -> None:
-    from tasks.report import build_report_tables
-
     assert "coverage" not in build_report_tables(rows)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.score_protocol import map_scores, read_score_rows, score_correlations
+from tasks.report.scores import map_scores, read_score_rows, score_correlations
 
 
 def _rows(run: str = "d.b.s0", method: str = "mano", seed: int = 0) -> pd.DataFrame:

@@ -5,20 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.datasets import fmnist
-from tasks.datasets.base import TargetPool
-from tasks.shifts import (
-    CORRUPTIONS,
-    SHIFT_FAMILIES,
-    corrupt,
-    generate_split,
-    get_target_split,
-    target_splits,
-)
-from tasks.shifts import cache as shift_cache
-from tasks.shifts.domain import LUMA, mnistm_blend, photo_patches, sample_photos
-from tasks.shifts.label_shift import label_shift_indices, prior_counts
-from tasks.shifts.subpopulation import subpopulation_indices
+from tasks.data.datasets import fmnist
+from tasks.data.spec import TargetPool
+from tasks.data.shifts import CORRUPTIONS, SHIFT_FAMILIES, corrupt
+from tasks.data.targets import generate_split, get_target_split, target_splits
+from tasks.stages import splits as shift_cache
+from tasks.data.shifts.domain import LUMA, mnistm_blend, photo_patches, sample_photos
+from tasks.data.shifts.label_shift import label_shift_indices, prior_counts
+from tasks.data.shifts.subpopulation import subpopulation_indices
 from tests.tasks.test_fmnist import stage_tiny
 
 

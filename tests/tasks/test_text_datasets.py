@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.datasets import _text_sources, get_dataset_spec, rt_reviews, sotu_party
-from tasks.shifts import generate_split, target_splits
+from tasks.data.datasets import _text_sources, get_dataset_spec, rt_reviews, sotu_party
+from tasks.data.targets import generate_split, target_splits
 
 
 @pytest.fixture(scope="module")

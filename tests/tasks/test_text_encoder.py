@@ -1,4 +1,4 @@
-"""The frozen MiniLM encoder (tasks/text_encoder.py) on the real installed weights.
+"""The frozen MiniLM encoder (tasks/models/text_encoder.py) on the real installed weights.
 
 The references are computed independently of the module's batching, sorting, truncation and
 cache: one text at a time through ``transformers`` directly.
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from tasks import text_encoder
-from tasks.text_encoder import (
+from tasks.models import text_encoder
+from tasks.models.text_encoder import (
     HEAD_TOKENS,
     MAX_TOKENS,
     STATES_LAYER,

@@ -12,13 +12,13 @@ import pytest
 from storage.db import connect
 from storage.estimates import read_estimates
 from storage.logits import list_splits, read_val
-from tasks.backbones import available_backbones
-from tasks.datasets import DATASETS
-from tasks.download import stage_dataset
-from tasks.estimate import estimate_run
-from tasks.extract import extract_logits
-from tasks.shifts import target_splits
-from tasks.train import load_checkpoint, train_classifier
+from tasks.models.backbones import available_backbones
+from tasks.data.datasets import DATASETS
+from tasks.stages.download import stage_dataset
+from tests.tasks._stages import estimate, extract
+from tasks.data.targets import target_splits
+from tasks.runtime.checkpoints import load_checkpoint
+from tasks.stages.train import train_classifier
 from tests.tasks._text_fake import tiny_text_spec
 
 
@@ -38,7 +38,7 @@ def test_text_run_end_to_end(tiny_text: str, state_home: Path, backbone: str, ep
     assert train_classifier(ref, backbone, 0, epochs=epochs, progress=False).sha256 == ckpt.sha256
 
     db = state_home / "bench.duckdb"
-    extract_logits(ckpt, suite="tiny-text", db=db)
+    logits = extract(ckpt, suite="tiny-text", db=db)
     with connect(db, read_only=True) as con:
         splits = {s.split: s for s in list_splits(con, ckpt.run_key, role="target")}
         val_logits, val_labels = read_val(con, ckpt.run_key)
@@ -46,7 +46,7 @@ def test_text_run_end_to_end(tiny_text: str, state_home: Path, backbone: str, ep
     assert splits["clean"].n_samples == 40 and splits["reviews-100"].n_samples == 12
     assert val_logits.shape == (30, 2)
     assert float(np.mean(val_logits.argmax(1) == val_labels)) >= 0.75  # the words give it away
-    estimate_run(ckpt.run_key, methods=["atc-mc", "alsa-g", "cot"], db=db)
+    estimate(logits, methods=["atc-mc", "alsa-g", "cot"])
     with connect(db, read_only=True) as con:
         rows = read_estimates(con, ckpt.run_key)
     assert len(rows) == 3 * len(splits)
@@ -56,7 +56,7 @@ def test_text_run_end_to_end(tiny_text: str, state_home: Path, backbone: str, ep
 def test_frozen_features_are_computed_once_across_backbones_and_splits(
     tiny_text: str, state_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tasks import text_encoder
+    from tasks.models import text_encoder
 
     calls: list[int] = []
     real = text_encoder._forward
@@ -67,13 +67,13 @@ def test_frozen_features_are_computed_once_across_backbones_and_splits(
     monkeypatch.setattr(text_encoder, "_forward", counting)
     ref = stage_dataset(tiny_text)
     ckpt = train_classifier(ref, "minilm-mlp", 0, epochs=2, progress=False)
-    extract_logits(ckpt, suite="tiny-text", db=state_home / "bench.duckdb")
+    extract(ckpt, suite="tiny-text", db=state_home / "bench.duckdb")
     first = sum(calls)
     # train + val + clean + reviews: each unique text encoded exactly once, label shift and
     # domain mixtures re-use the clean pool's features
     assert first == 80 + 30 + 40 + 12
     ckpt1 = train_classifier(ref, "minilm-mlp", 1, epochs=2, progress=False)
-    extract_logits(ckpt1, suite="tiny-text", db=state_home / "bench.duckdb")
+    extract(ckpt1, suite="tiny-text", db=state_home / "bench.duckdb")
     assert sum(calls) == first  # another seed: everything from the cache
 
 
@@ -105,7 +105,7 @@ def test_an_empty_text_in_a_split_stops_before_anything_is_written(
     monkeypatch.setitem(DATASETS, tiny_text, dataclasses.replace(spec, load_target_pool=bad_pool))
     db = state_home / "bench.duckdb"
     with pytest.raises(ValueError, match=r"row 3: the text is empty"):
-        extract_logits(ckpt, suite="tiny-text", db=db)
+        extract(ckpt, suite="tiny-text", db=db)
     if db.exists():
         with connect(db, read_only=True) as con:
             assert list_splits(con, ckpt.run_key, role="target") == []
@@ -116,8 +116,8 @@ def test_repeated_texts_are_predicted_once_per_model_and_never_across_models(
 ) -> None:
     import torch
 
-    from tasks.backbones import get_backbone
-    from tasks.modalities import get_adapter
+    from tasks.models.backbones import get_backbone
+    from tasks.models.modalities import get_adapter
 
     adapter = get_adapter("text")
     spec = DATASETS[tiny_text]

@@ -1,4 +1,4 @@
-"""Text corruptions of the ``synthetic`` family (tasks/shifts/text_synthetic.py)."""
+"""Text corruptions of the ``synthetic`` family (tasks/data/shifts/text_synthetic.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from tasks.datasets.base import TargetPool
-from tasks.shifts import family_implementation
-from tasks.shifts.base import split_rng
-from tasks.shifts.text_synthetic import (
+from tasks.data.spec import TargetPool
+from tasks.data.targets import family_implementation
+from tasks.data.families import split_rng
+from tasks.data.shifts.text_synthetic import (
     FAMILIES,
     TEXT_BASE_SUBSET_SIZE,
     TEXT_CORRUPTIONS,

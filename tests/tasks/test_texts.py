@@ -1,4 +1,4 @@
-"""Text sample checks (tasks/texts.py): every bad row is named with its split and position."""
+"""Text sample checks (tasks/data/texts.py): every bad row is named with its split and position."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from tasks.texts import as_text_labels, as_texts, take_texts, text_key
+from tasks.data.texts import as_text_labels, as_texts, take_texts, text_key
 
 
 def test_texts_become_an_object_array_of_str() -> None:

@@ -7,14 +7,14 @@ import os
 import pytest
 import torch
 
-from tasks.threads import TASK_THREADS_ENV, pinned_threads
+from tasks.runtime.threads import TASK_THREADS_ENV, pinned_threads
 
 
 def test_pin_sets_and_restores_every_knob(monkeypatch):
-    from tasks.train import default_threads
+    from tasks.runtime.threads import default_threads
 
     calls = []
-    monkeypatch.setattr("tasks.allocator.keep_freed_memory", lambda: calls.append(1) or True)
+    monkeypatch.setattr("tasks.runtime.allocator.keep_freed_memory", lambda: calls.append(1) or True)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.delenv(TASK_THREADS_ENV, raising=False)
     before = torch.get_num_threads()

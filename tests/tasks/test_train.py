@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from tasks.backbones import get_backbone
-from tasks.datasets._files import file_digest
-from tasks.train import load_checkpoint, resolve_device, run_key, train_classifier
+from tasks.models.backbones import get_backbone
+from storage.hashing import file_sha256
+from tasks.runtime.checkpoints import load_checkpoint, run_key
+from tasks.runtime.devices import resolve_device
+from tasks.stages.train import train_classifier
 from tests.tasks.test_fmnist import stage_tiny
 
 
@@ -26,7 +28,7 @@ def test_one_epoch_writes_a_checkpoint(tiny, tmp_path):
     assert ref.run_key == "fmnist.lenet.s0" == run_key("fmnist", "lenet", 0)
     assert (ref.dataset, ref.backbone, ref.seed) == ("fmnist", "lenet", 0)
     assert path.name == "fmnist.lenet.s0.pt" and path.parent.parent == tmp_path / "state"
-    assert ref.sha256 == file_digest(path)
+    assert ref.sha256 == file_sha256(path)
     assert not list(path.parent.glob(".*.tmp"))
 
     blob = torch.load(path, weights_only=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.versions import (
+from tasks.stages.versions import (
     PROJECT_ROOT,
     STAGE_ROOTS,
     STAGES,
@@ -31,13 +31,14 @@ from tasks.versions import (
 # ------------------------------------------------------------------------- miniature projects
 MINI = {
     "tasks/__init__.py": "",
-    "tasks/refs.py": "REFS = 1\n",
-    "tasks/download.py": "from tasks.refs import REFS\n",
-    "tasks/train.py": "from tasks import download\nfrom . import helpers\n",
-    "tasks/helpers.py": "X = 1\n",
-    "tasks/extract.py": "from tasks.train import helpers\n",
-    "tasks/estimate.py": "def f():\n    from estimators.alsa import ALSA\n",
-    "tasks/report.py": "import storage.anchors\nfrom estimators import alsa\n",
+    "tasks/runtime/refs.py": "REFS = 1\n",
+    "tasks/stages/__init__.py": "",
+    "tasks/stages/download.py": "from tasks.runtime.refs import REFS\n",
+    "tasks/stages/train.py": "from tasks.stages import download\nfrom . import helpers\n",
+    "tasks/stages/helpers.py": "X = 1\n",
+    "tasks/stages/extract.py": "from tasks.stages.train import helpers\n",
+    "tasks/stages/estimate.py": "def f():\n    from estimators.alsa import ALSA\n",
+    "tasks/report/__init__.py": "import storage.anchors\nfrom estimators import alsa\n",
     "estimators/__init__.py": "",
     "estimators/alsa.py": "ALSA = 1\n",
     "estimators/cot.py": "COT = 1\n",
@@ -67,8 +68,8 @@ def _rel(paths: list[Path], root: Path) -> set[str]:
 def test_closure_follows_absolute_relative_and_function_level_imports(tmp_path: Path) -> None:
     root = _project(tmp_path)
     assert _rel(stage_files("train", root), root) == {
-        "tasks/__init__.py", "tasks/download.py", "tasks/refs.py", "tasks/train.py",
-        "tasks/helpers.py",
+        "tasks/__init__.py", "tasks/stages/__init__.py", "tasks/stages/download.py",
+        "tasks/runtime/refs.py", "tasks/stages/train.py", "tasks/stages/helpers.py",
     }
     # an import inside a function counts; a class name imported from a module does not add files
     assert "estimators/alsa.py" in _rel(stage_files("estimate", root), root)
@@ -82,7 +83,7 @@ def test_editing_a_module_changes_exactly_the_stages_that_import_it(tmp_path: Pa
     after = _versions(root)
     assert {s for s in STAGES if after[s] != before[s]} == {"estimate", "report"}
     before = after
-    (root / "tasks" / "helpers.py").write_text("X = 2\n")
+    (root / "tasks" / "stages" / "helpers.py").write_text("X = 2\n")
     after = _versions(root)
     assert {s for s in STAGES if after[s] != before[s]} == {"train", "extract"}
 
@@ -92,9 +93,9 @@ def test_new_import_counts_line_endings_do_not(tmp_path: Path) -> None:
     before = stage_code_version("estimate", root)
     (root / "estimators" / "cot.py").write_text("COT = 2\n")  # not imported: no change
     assert stage_code_version("estimate", root) == before
-    (root / "tasks" / "estimate.py").write_text("from estimators import alsa, cot\n")
+    (root / "tasks" / "stages" / "estimate.py").write_text("from estimators import alsa, cot\n")
     assert stage_code_version("estimate", root) != before
-    text = root / "tasks" / "report.py"
+    text = root / "tasks" / "report" / "__init__.py"
     text.write_bytes(b"import storage.anchors\n")
     unix = stage_code_version("report", root)
     text.write_bytes(b"import storage.anchors\r\n")
@@ -127,14 +128,16 @@ def _copy_tree(tmp_path: Path) -> Path:
 def test_report_covers_alsa_and_anchor_storage() -> None:
     """The bug of the graph issue: a stale report was served after an ALSA change."""
     rels = _rel(stage_files("report"), PROJECT_ROOT)
-    assert {"estimators/alsa.py", "storage/anchors.py", "tasks/report.py"} <= rels
-    assert "tasks/train.py" not in rels
+    assert {"storage/anchors.py", "tasks/report/__init__.py"} <= rels
+    assert any(r.startswith("estimators/alsa") for r in rels)
+    assert "tasks/stages/train.py" not in rels
 
 
 def test_editing_alsa_changes_estimate_and_report(tmp_path: Path) -> None:
     copy = _copy_tree(tmp_path)
     before = {s: stage_code_version(s, copy) for s in ("estimate", "report")}
-    with open(copy / "estimators" / "alsa.py", "a") as handle:
+    alsa = copy / "estimators" / "alsa"
+    with open(alsa / "__init__.py" if alsa.is_dir() else copy / "estimators" / "alsa.py", "a") as handle:
         handle.write("\n# edited\n")
     with open(copy / "storage" / "anchors.py", "a") as handle:
         handle.write("\n# edited\n")
@@ -173,11 +176,11 @@ def test_modules_loaded_at_run_time_are_all_hashed(stage: str, dataset: str | No
     hashed = _rel(stage_files(stage, dataset=dataset), PROJECT_ROOT)
     registry_members = {
         rel for rel in loaded
-        if rel.split("/")[:2] in (["tasks", "datasets"], ["tasks", "backbones"],
-                                  ["tasks", "shifts"], ["tasks", "modalities"])
+        if rel.split("/")[:3] in (["tasks", "data", "datasets"], ["tasks", "models", "backbones"],
+                                  ["tasks", "data", "shifts"], ["tasks", "models", "modalities"])
         and not rel.endswith("__init__.py")
     }
-    # what the other members import serves only them (e.g. tasks/graphs.py for graph datasets)
+    # what the other members import serves only them (e.g. tasks/data/graphs.py for graph datasets)
     others = [r[:-3].replace("/", ".") for r in registry_members - hashed]
     only_theirs = _rel(module_closure(others), PROJECT_ROOT) - hashed
     missing = loaded - hashed - registry_members - only_theirs
@@ -187,11 +190,11 @@ def test_modules_loaded_at_run_time_are_all_hashed(stage: str, dataset: str | No
 def test_datasets_do_not_share_train_or_extract_versions_through_their_modules() -> None:
     fm = _rel(stage_files("extract", dataset="fmnist"), PROJECT_ROOT)
     gr = _rel(stage_files("extract", dataset="arxiv-sim"), PROJECT_ROOT)
-    assert "tasks/datasets/fmnist.py" in fm and "tasks/datasets/arxiv_sim.py" not in fm
-    assert "tasks/datasets/arxiv_sim.py" in gr and "tasks/datasets/fmnist.py" not in gr
-    assert "tasks/shifts/synthetic.py" in fm and "tasks/shifts/synthetic.py" not in gr
-    assert "tasks/shifts/temporal.py" in gr and "tasks/modalities/graph.py" in gr
-    assert "tasks/backbones/graph.py" not in fm
+    assert "tasks/data/datasets/fmnist.py" in fm and "tasks/data/datasets/arxiv_sim.py" not in fm
+    assert "tasks/data/datasets/arxiv_sim.py" in gr and "tasks/data/datasets/fmnist.py" not in gr
+    assert "tasks/data/shifts/synthetic.py" in fm and "tasks/data/shifts/synthetic.py" not in gr
+    assert "tasks/data/shifts/temporal.py" in gr and "tasks/models/modalities/graph.py" in gr
+    assert "tasks/models/backbones/graph.py" not in fm
 
 
 def test_adding_or_editing_a_dataset_leaves_other_datasets_cached(tmp_path: Path) -> None:
@@ -199,7 +202,7 @@ def test_adding_or_editing_a_dataset_leaves_other_datasets_cached(tmp_path: Path
     copy = _copy_tree(tmp_path)
     code = (
         "import sys, json; sys.path.insert(0, {root!r});"
-        "from tasks.versions import stage_code_version as v;"
+        "from tasks.stages.versions import stage_code_version as v;"
         "print(json.dumps({{d: [v(s, dataset=d) for s in ('download', 'train', 'extract')]"
         " for d in ('fmnist', 'arxiv-sim')}}))"
     ).format(root=str(copy))
@@ -210,10 +213,10 @@ def test_adding_or_editing_a_dataset_leaves_other_datasets_cached(tmp_path: Path
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     before = versions()
-    (copy / "tasks" / "datasets" / "brand_new.py").write_text(
+    (copy / "tasks" / "data" / "datasets" / "brand_new.py").write_text(
         '"""A new dataset module."""\nORDER = 99\nSPECS = ()\n'
     )
-    with open(copy / "tasks" / "datasets" / "arxiv_sim.py", "a") as handle:
+    with open(copy / "tasks" / "data" / "datasets" / "arxiv_sim.py", "a") as handle:
         handle.write("\n# edited\n")
     after = versions()
     assert after["fmnist"] == before["fmnist"]
@@ -251,17 +254,17 @@ def test_parse_refresh_rejects_unknown_stage() -> None:
 
 
 def test_shift_cache_version_covers_split_generation_not_training() -> None:
-    from tasks.shifts.cache import _version_files
+    from tasks.stages.splits import _version_files
 
     fm = _rel(list(_version_files("fmnist")), PROJECT_ROOT)
-    assert {"tasks/shifts/synthetic.py", "tasks/shifts/base.py", "tasks/datasets/fmnist.py"} <= fm
-    assert not fm & {"tasks/backbones/image.py", "tasks/modalities/image.py", "tasks/train.py"}
+    assert {"tasks/data/shifts/synthetic.py", "tasks/data/families.py", "tasks/data/datasets/fmnist.py"} <= fm
+    assert not fm & {"tasks/models/backbones/image.py", "tasks/models/modalities/image.py", "tasks/stages/train.py"}
     gr = _rel(list(_version_files("arxiv-sim")), PROJECT_ROOT)
-    assert "tasks/shifts/temporal.py" in gr and "tasks/shifts/synthetic.py" not in gr
+    assert "tasks/data/shifts/temporal.py" in gr and "tasks/data/shifts/synthetic.py" not in gr
 
 
 def test_estimate_of_a_graph_run_also_covers_what_gnnevaluator_runs() -> None:
     gr = _rel(stage_files("estimate", dataset="arxiv-sim"), PROJECT_ROOT)
-    assert {"tasks/gnnevaluator.py", "tasks/backbones/graph.py", "tasks/shifts/temporal.py",
-            "tasks/datasets/arxiv_sim.py"} <= gr
+    assert {"tasks/models/gnnevaluator.py", "tasks/models/backbones/graph.py", "tasks/data/shifts/temporal.py",
+            "tasks/data/datasets/arxiv_sim.py"} <= gr
     assert stage_files("estimate", dataset="fmnist") == stage_files("estimate")

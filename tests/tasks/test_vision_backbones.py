@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from tasks.backbones import available_backbones, get_backbone, get_backbone_spec
+from tasks.models.backbones import available_backbones, get_backbone, get_backbone_spec
 
 
 def _n_params(model: nn.Module) -> int:

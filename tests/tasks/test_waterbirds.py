@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tasks.datasets import get_dataset_spec, waterbirds
-from tasks.datasets._errors import DatasetUnavailableError
-from tasks.shifts import generate_split, target_splits
+from tasks.data.datasets import get_dataset_spec, waterbirds
+from tasks.data.errors import DatasetUnavailableError
+from tasks.data.targets import generate_split, target_splits
 
 #: Images per (split, y, place) of the fake.
 PER_GROUP = {0: (4, 1, 1, 3), 1: (2, 2, 2, 2), 2: (3, 2, 1, 4)}

@@ -1,0 +1,93 @@
+"""Dataset registry: one :class:`DatasetSpec` per dataset key, collected from the modules here.
+
+Every module of this package that defines ``SPECS`` (a tuple of :class:`DatasetSpec`) contributes
+its datasets; ``ORDER`` (an int, default 100) places them in listings. Adding a dataset means
+writing its module (stage, load source, load target pool, ``SPECS``) and nothing else: no other
+file changes, so no other dataset's cache key moves (:mod:`tasks.stages.versions`). Importing the
+registry touches no data: loaders run only when a stage calls them.
+
+Examples
+--------
+>>> spec = get_dataset_spec("fmnist-coarse")
+>>> spec.n_classes, spec.class_names
+(3, ('tops', 'footwear', 'other'))
+>>> get_dataset_spec("arxiv-sim").modality
+'graph'
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Final
+
+from tasks.data.spec import DatasetSpec, SourceSplits, TargetPool, imbalanced_counts
+
+__all__ = [
+    "DATASETS",
+    "DatasetSpec",
+    "SourceSplits",
+    "TargetPool",
+    "available_datasets",
+    "available_suites",
+    "get_dataset_spec",
+    "imbalanced_counts",
+]
+
+_NOT_DATASET_MODULES: Final[frozenset[str]] = frozenset({"base"})
+
+
+def _collect() -> dict[str, DatasetSpec]:
+    modules = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_") or info.name in _NOT_DATASET_MODULES:
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(module, "SPECS"):
+            modules.append((int(getattr(module, "ORDER", 100)), info.name, module))
+    found: dict[str, DatasetSpec] = {}
+    for _, _, module in sorted(modules, key=lambda m: (m[0], m[1])):
+        for spec in module.SPECS:
+            if spec.name in found:
+                raise RuntimeError(f"dataset {spec.name!r} is registered twice.")
+            found[spec.name] = spec
+    return found
+
+
+#: Every registered dataset by key, in listing order.
+DATASETS: Final[dict[str, DatasetSpec]] = _collect()
+
+
+def available_datasets() -> tuple[str, ...]:
+    """Registered dataset keys, sorted."""
+    return tuple(sorted(DATASETS))
+
+
+def available_suites() -> tuple[str, ...]:
+    """Suites that have at least one dataset, in registry order."""
+    return tuple(dict.fromkeys(spec.suite for spec in DATASETS.values()))
+
+
+def get_dataset_spec(name: str) -> DatasetSpec:
+    """Look up a dataset by key.
+
+    Parameters
+    ----------
+    name : str
+        Registry key, e.g. ``"fmnist"``.
+
+    Returns
+    -------
+    DatasetSpec
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not registered; the message lists the valid keys.
+    """
+    try:
+        return DATASETS[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"dataset must be one of {', '.join(available_datasets())}; got {name!r}."
+        ) from None

@@ -1,0 +1,310 @@
+"""One method registry: every method a run or ``alsa-bench estimate`` can use, resolved once.
+
+Two kinds of method share the ``estimates`` table:
+
+* the **estimators** of :mod:`estimators` (logits in, accuracy out): their registry
+  (:func:`estimators.available_estimators`) owns their names, their flags (score methods that need
+  a score map, opt-in methods) and their hyper-parameter declarations;
+* the **model-aware** methods, which need the trained model and the dataset as well as the logits
+  (GNNEvaluator on graphs, :mod:`tasks.models.gnnevaluator`), run by the estimate stage
+  (:mod:`tasks.stages.model_aware`). :data:`MODEL_AWARE_METHODS` says which modalities each
+  applies to.
+
+This module is the only place that turns method names into a list to run
+(:func:`resolve_methods`), checks a method name (:func:`check_method_names`), narrows a list to
+the methods that apply to a modality (:func:`methods_for_modality`) and validates
+``--param METHOD.NAME=VALUE`` values (:func:`check_method_params`). The CLI, the plan and the
+estimate stage all call it, so a name is refused with the same message wherever it comes from.
+
+Examples
+--------
+>>> "gnnevaluator" in all_method_names() and "alsa-g" in all_method_names()
+True
+>>> "shift-gate" in default_method_names()
+False
+>>> methods_for_modality(["alsa-g", "gnnevaluator"], "image")
+['alsa-g']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from typing import Any, Final
+
+__all__ = [
+    "MODEL_AWARE_METHODS",
+    "all_method_names",
+    "build_estimator",
+    "check_method_names",
+    "check_method_params",
+    "default_method_names",
+    "estimator_names",
+    "methods_for_modality",
+    "model_aware_config",
+    "resolve_methods",
+]
+
+#: Model-aware method name -> the modalities it applies to.
+MODEL_AWARE_METHODS: Final[dict[str, tuple[str, ...]]] = {"gnnevaluator": ("graph",)}
+
+
+def estimator_names(*, scores: bool = True, opt_in: bool = True) -> tuple[str, ...]:
+    """The estimators of :mod:`estimators` (logits in, accuracy out), in registry order.
+
+    The one reader of :func:`estimators.available_estimators`: ``scores`` keeps the score
+    estimators (``mano``, ``nuclear-norm``), ``opt_in`` the opt-in ones (``shift-gate``).
+    ``alsa-bench estimate`` offers these (model-aware methods need a trained model).
+    """
+    from estimators import available_estimators
+
+    return tuple(available_estimators(include_scores=scores, include_opt_in=opt_in))
+
+
+def all_method_names() -> tuple[str, ...]:
+    """Every method the estimate stage can run: the estimator registry, then model-aware ones.
+
+    The score estimators (``needs_score_map``: ``mano``, ``nuclear-norm``) are among them: the
+    stage stores their score (``diagnostics["score"]``) with no accuracy (NULL), and the report
+    maps scores to accuracies on each run's labelled corruption family
+    (:mod:`tasks.report.scores`), apart from the methods that estimate accuracy themselves.
+    """
+    return (*estimator_names(), *MODEL_AWARE_METHODS)
+
+
+def default_method_names() -> tuple[str, ...]:
+    """The methods a run uses when none is named: :func:`all_method_names` without the opt-in
+    estimators (``shift-gate``), which run only with ``--method``."""
+    return (*estimator_names(opt_in=False), *MODEL_AWARE_METHODS)
+
+
+def check_method_names(methods: Sequence[str], *, argument: str = "methods") -> list[str]:
+    """Refuse a method list that is a bare string, empty, repeats a name or names an unknown one.
+
+    Parameters
+    ----------
+    methods : sequence of str
+        Registry keys.
+    argument : str, default "methods"
+        How the caller's argument is named in messages (``"--method"`` on the command line;
+        a flag-style name gets the command line's wording for an unknown name,
+        ``method must be one of ...; got 'x'.``).
+
+    Returns
+    -------
+    list of str
+        ``methods`` as a list, in the order given.
+
+    Raises
+    ------
+    ValueError
+        Naming ``argument``, what was expected and what came.
+    """
+    if isinstance(methods, str):
+        raise ValueError(
+            f"{argument} must be a sequence of registry keys, not a single string; got "
+            f"{methods!r} (did you mean [{methods!r}]?)."
+        )
+    names = list(methods)
+    known = all_method_names()
+    if not names:
+        raise ValueError(
+            f"{argument} must name at least one estimator; got an empty list. "
+            f"Available: {', '.join(known)}."
+        )
+    unknown = [m for m in names if m not in known]
+    if unknown and argument.startswith("--"):
+        raise ValueError(
+            f"{argument.lstrip('-')} must be one of {', '.join(known)}; got "
+            f"{', '.join(map(repr, unknown))}."
+        )
+    if unknown:
+        raise ValueError(
+            f"Unknown estimator(s) {unknown} in {argument}; available: {', '.join(known)}."
+        )
+    repeated = sorted({m for m in names if names.count(m) > 1})
+    if repeated:
+        raise ValueError(f"{argument} must not repeat a method; got {repeated} more than once.")
+    return names
+
+
+def resolve_methods(
+    methods: Sequence[str] | None, method_params: Mapping[str, Mapping[str, Any]] | None
+) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """Check the method list and per-method parameters; default to :func:`default_method_names`.
+
+    Returns
+    -------
+    names : list of str
+        The methods to run, in order.
+    params : dict
+        Method -> its keyword hyper-parameters (only for methods among ``names``).
+
+    Raises
+    ------
+    ValueError
+        If a name is unknown or repeated, the list is empty, or ``method_params`` names a method
+        that will not run or is not a mapping.
+    """
+    names = list(default_method_names()) if methods is None else check_method_names(methods)
+    params: dict[str, dict[str, Any]] = {}
+    for method, values in (method_params or {}).items():
+        if method not in names:
+            raise ValueError(
+                f"method_params has parameters for {method!r}, which is not among the methods "
+                f"to run {names}."
+            )
+        if not isinstance(values, Mapping):
+            raise ValueError(
+                f"method_params[{method!r}] must be a mapping of parameter names to values; "
+                f"got {type(values).__name__}."
+            )
+        params[method] = dict(values)
+    return names, params
+
+
+def methods_for_modality(
+    methods: Sequence[str], modality: str, *, where: str | None = None
+) -> list[str]:
+    """The methods of ``methods`` that apply to a run of ``modality`` (model-aware ones only
+    apply to their modalities; every estimator applies everywhere).
+
+    Parameters
+    ----------
+    methods : sequence of str
+        Registry keys.
+    modality : str
+        The runs' modality (``image``, ``text``, ``graph``).
+    where : str, optional
+        What the runs are (``"suite 'fmnist'"``). When given, the names are checked
+        (:func:`check_method_names`) and a list of which none applies is refused.
+
+    Raises
+    ------
+    ValueError
+        With ``where``: a name is unknown or repeated, or none of the methods applies.
+    """
+    if where is not None:
+        check_method_names(methods)
+    kept = [m for m in methods
+            if m not in MODEL_AWARE_METHODS or modality in MODEL_AWARE_METHODS[m]]
+    if where is not None and not kept:
+        needs = sorted({x for m in methods for x in MODEL_AWARE_METHODS.get(m, ())})
+        raise ValueError(
+            f"none of the methods {', '.join(methods)} applies to {where} ({modality}): "
+            f"{', '.join(methods)} needs a {'/'.join(needs)} run; add a logit method or drop "
+            f"the suite."
+        )
+    return kept
+
+
+def model_aware_config(method: str, params: Mapping[str, Any], seed: int = 0) -> Any:
+    """The configuration object of a model-aware method, validated.
+
+    Parameters
+    ----------
+    method : {"gnnevaluator"}
+        Which method.
+    params : mapping
+        Its hyper-parameters (fields of :class:`tasks.models.gnnevaluator.GNNEvaluatorConfig`).
+    seed : int, default 0
+        The seed, unless ``params`` sets one.
+
+    Raises
+    ------
+    ValueError
+        If the method is unknown, a name is not a parameter, or a value is out of range.
+    """
+    if method not in MODEL_AWARE_METHODS:
+        raise ValueError(
+            f"method must be one of {', '.join(MODEL_AWARE_METHODS)}; got {method!r}."
+        )
+    from tasks.models.gnnevaluator import GNNEvaluatorConfig
+
+    known = {f.name for f in fields(GNNEvaluatorConfig)}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ValueError(
+            f"method_params['gnnevaluator'] has unknown parameter(s) {unknown}; known: "
+            f"{', '.join(sorted(known))}."
+        )
+    values = {"seed": int(seed), **params}
+    for key, value in list(values.items()):
+        if isinstance(value, list):
+            values[key] = tuple(value)
+    return GNNEvaluatorConfig(**values)
+
+
+def check_method_params(
+    params: Mapping[str, Mapping[str, Any]], methods: Sequence[str] | None = None
+) -> None:
+    """Validate ``--param`` values as the methods will: names, types and ranges.
+
+    Parameters
+    ----------
+    params : mapping
+        Method -> parameter -> value (``flows.params.parse_param_options``).
+    methods : sequence of str, optional
+        The methods that will run (``--method``); parameters for another method are refused.
+        None means every method.
+
+    Raises
+    ------
+    ValueError
+        If a method is unknown or not among ``methods``, a parameter name is unknown, or a value
+        fails the method's validation; the message names the ``--param`` at fault.
+    """
+    from estimators import check_estimator_params
+
+    known = all_method_names()
+    for method, values in params.items():
+        where = ", ".join(f"{method}.{k}" for k in values)
+        if method not in known:
+            raise ValueError(
+                f"--param {where}: method must be one of {', '.join(known)}; got {method!r}."
+            )
+        if methods is not None and method not in methods:
+            raise ValueError(
+                f"--param {where}: {method!r} is not among the methods to run "
+                f"({', '.join(methods)}); add --method {method} or drop the parameter."
+            )
+        try:
+            if method in MODEL_AWARE_METHODS:
+                model_aware_config(method, values)
+            else:
+                check_estimator_params(method, values)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"--param {where}: {exc}") from None
+
+
+def build_estimator(method: str, params: Mapping[str, Any], run_seed: int) -> Any:
+    """Instantiate ``method`` with ``params``, seeding it with the run's seed unless given.
+
+    Every estimator that has a ``seed`` hyper-parameter (the ALSA estimators) gets ``run_seed``
+    when ``params`` does not set ``seed`` itself, so anchors follow the classifier's seed.
+
+    Parameters
+    ----------
+    method : str
+        Registry key.
+    params : Mapping[str, Any]
+        Keyword hyper-parameters.
+    run_seed : int
+        Seed of the run (``runs.seed``).
+
+    Returns
+    -------
+    estimators.base.Estimator
+        Unfitted.
+
+    Raises
+    ------
+    ValueError
+        If the method or a parameter is unknown.
+    """
+    from estimators import get_estimator
+
+    estimator = get_estimator(method, **params)
+    if "seed" in estimator.get_params() and "seed" not in params:
+        estimator.set_params(seed=int(run_seed))
+    return estimator

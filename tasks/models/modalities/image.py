@@ -1,0 +1,302 @@
+"""Image adapter: mini-batch training (three optimizer recipes, optional early stopping), batched
+prediction, raw samples turned into model inputs one batch at a time.
+
+A split's samples are an array ``(n, ...)`` in the dataset's compact raw form (``uint8`` images
+for Fashion-MNIST and CIFAR, or an array of image file paths that the dataset decodes); the
+dataset's ``to_inputs`` turns a batch of them into ``float32`` model inputs
+``(batch, *input_shape)``. Only one batch of inputs exists at a time, in training and in
+prediction, so memory stays bounded by the raw split plus one batch.
+
+Batches
+-------
+A ``DataLoader`` over the sample *indices* (no worker processes, ``shuffle=True``, a
+``torch.Generator`` seeded with the run's seed) gives the batch order; each batch of indices
+selects raw samples, which ``to_inputs`` converts. The order is exactly that of a loader over the
+converted tensors (same sampler, same generator draws), so weights trained here are bit-identical
+to those of converting the whole split first. Image batches are channels-last (oneDNN
+convolutions run 1.2-2.5x faster on the CPU that way). On CUDA, batches are copied from pinned
+memory without blocking.
+
+Recipes (``recipe.optimizer``)
+------------------------------
+``"adamw-onecycle"``
+    AdamW, one-cycle schedule stepped every batch (15 % warm-up, cosine decay to zero); the
+    default of the offline backbones.
+``"sgd-step"``
+    SGD with momentum 0.9 and weight decay, learning rate multiplied by 0.1 every
+    :data:`SGD_STEP_EPOCHS` (100) epochs: the ALSA paper's CIFAR recipe (App. H.2).
+``"adam"``
+    Adam at a fixed learning rate (the paper's MNIST, Waterbirds and Office-31 recipes).
+
+Early stopping
+--------------
+When ``recipe.patience`` is set, validation accuracy is measured after every epoch; the weights
+of the best epoch (the first to reach the highest accuracy) are kept, and training stops once
+``patience`` epochs in a row have not improved on it (or after ``epochs``). Without ``patience``
+every epoch runs and validation is not looked at during training.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any, Final
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+from tqdm.auto import tqdm
+
+from tasks.models.backbones.base import BackboneSpec
+from tasks.models.modalities.base import FitReport, ModalityAdapter
+
+__all__ = ["ADAPTER", "OPTIMIZERS", "SGD_STEP_EPOCHS", "ImageAdapter", "predict_logits"]
+
+logger = logging.getLogger("tasks.stages.train")
+
+_EVAL_BATCH: Final[int] = 2048
+
+#: The optimizer recipes of the module docstring.
+OPTIMIZERS: Final[tuple[str, ...]] = ("adamw-onecycle", "sgd-step", "adam")
+#: Epochs between the tenfold learning-rate drops of ``"sgd-step"`` (paper App. H.2).
+SGD_STEP_EPOCHS: Final[int] = 100
+#: Momentum of ``"sgd-step"``.
+SGD_MOMENTUM: Final[float] = 0.9
+
+
+def _memory_format(ndim: int) -> torch.memory_format:
+    """Channels-last for image batches (oneDNN convolutions are 1.2-2.5x faster on CPU)."""
+    return torch.channels_last if ndim == 4 else torch.contiguous_format
+
+
+def _inputs(spec: Any, samples: np.ndarray) -> np.ndarray:
+    to_inputs = getattr(spec, "to_inputs", None)
+    out = to_inputs(samples) if to_inputs is not None else np.asarray(samples)
+    return np.asarray(out, dtype=np.float32)
+
+
+def _to_device(x: np.ndarray, device: torch.device, fmt: torch.memory_format) -> torch.Tensor:
+    """A converted batch on ``device``: pinned and non-blocking on CUDA, a plain view on CPU."""
+    batch = torch.from_numpy(np.ascontiguousarray(x))
+    if device.type == "cuda":
+        return batch.pin_memory().to(device, memory_format=fmt, non_blocking=True)
+    return batch.to(device, memory_format=fmt)
+
+
+class _Indices(Dataset):
+    """``0 .. n-1``: what the training loader shuffles and batches."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+def predict_logits(
+    model: nn.Module, inputs: np.ndarray, device: torch.device, batch_size: int = _EVAL_BATCH
+) -> np.ndarray:
+    """Logits of a model on float inputs, in eval mode without gradients.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Classifier already on ``device``.
+    inputs : numpy.ndarray
+        ``float32`` model inputs ``(n, *input_shape)``.
+    device : torch.device
+        Where to compute.
+    batch_size : int, default 2048
+        Rows per forward pass.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n, n_classes)`` ``float32`` logits on the CPU.
+    """
+    return predict_samples(model, None, inputs, device, batch_size)
+
+
+def predict_samples(
+    model: nn.Module, spec: Any, samples: Any, device: torch.device, batch_size: int = _EVAL_BATCH
+) -> np.ndarray:
+    """Logits of a model on raw samples, converted with ``spec.to_inputs`` one batch at a time.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Classifier already on ``device``.
+    spec : DatasetSpec or None
+        Dataset entry whose ``to_inputs`` converts samples; None (or no ``to_inputs``) takes
+        the samples as ``float32`` inputs.
+    samples : numpy.ndarray
+        Raw samples ``(n, ...)``.
+    device : torch.device
+        Where to compute.
+    batch_size : int, default 2048
+        Rows per forward pass.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n, n_classes)`` ``float32`` logits on the CPU.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1; got {batch_size!r}.")
+    samples = np.asarray(samples)
+    model.eval()
+    chunks = []
+    with torch.inference_mode():
+        for start in range(0, samples.shape[0], batch_size):
+            x = _inputs(spec, samples[start : start + batch_size])
+            fmt = _memory_format(x.ndim)
+            model.to(memory_format=fmt)
+            chunks.append(model(_to_device(x, device, fmt)).float().cpu().numpy())
+        if not chunks:  # no rows: one empty forward pass gives the right width
+            empty = torch.from_numpy(np.ascontiguousarray(_inputs(spec, samples[:0])))
+            return model(empty.to(device)).float().cpu().numpy()
+    return np.concatenate(chunks).astype(np.float32, copy=False)
+
+
+def _optimizer(
+    model: nn.Module, recipe: BackboneSpec, n_epochs: int, steps_per_epoch: int
+) -> tuple[torch.optim.Optimizer, Any, bool]:
+    """The recipe's optimizer, its scheduler (or None) and whether that steps every batch."""
+    params = model.parameters()
+    if recipe.optimizer == "adamw-onecycle":
+        opt: torch.optim.Optimizer = torch.optim.AdamW(
+            params, lr=recipe.lr, weight_decay=recipe.weight_decay
+        )
+        sched = torch.optim.lr_scheduler.OneCycleLR(
+            opt,
+            max_lr=recipe.lr,
+            total_steps=max(1, n_epochs * steps_per_epoch),
+            pct_start=0.15,
+            anneal_strategy="cos",
+        )
+        return opt, sched, True
+    if recipe.optimizer == "sgd-step":
+        opt = torch.optim.SGD(
+            params, lr=recipe.lr, momentum=SGD_MOMENTUM, weight_decay=recipe.weight_decay
+        )
+        return opt, torch.optim.lr_scheduler.StepLR(opt, SGD_STEP_EPOCHS, gamma=0.1), False
+    if recipe.optimizer == "adam":
+        opt = torch.optim.Adam(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+        return opt, None, False
+    raise ValueError(
+        f"optimizer of backbone {recipe.name!r} must be one of {', '.join(OPTIMIZERS)}; "
+        f"got {recipe.optimizer!r}."
+    )
+
+
+class ImageAdapter(ModalityAdapter):
+    """Arrays of images: shuffled mini-batches converted on the fly, batched inference."""
+
+    name = "image"
+    cache_splits = True
+
+    def size(self, samples: Any) -> int:
+        return int(np.asarray(samples).shape[0])
+
+    def take(self, samples: Any, index: np.ndarray) -> Any:
+        return np.asarray(samples)[np.asarray(index, dtype=np.int64)]
+
+    def fit(
+        self,
+        model: nn.Module,
+        recipe: BackboneSpec,
+        spec: Any,
+        train: tuple[Any, np.ndarray],
+        val: tuple[Any, np.ndarray],
+        *,
+        epochs: int,
+        seed: int,
+        device: torch.device,
+        progress: bool,
+        key: str,
+    ) -> FitReport:
+        if recipe.optimizer not in OPTIMIZERS:
+            raise ValueError(
+                f"optimizer of backbone {recipe.name!r} must be one of {', '.join(OPTIMIZERS)}; "
+                f"got {recipe.optimizer!r}."
+            )
+        patience = recipe.patience
+        if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int)
+                                     or patience < 1):
+            raise ValueError(f"patience of backbone {recipe.name!r} must be an integer >= 1 or "
+                             f"None; got {patience!r}.")
+        x_raw = np.asarray(train[0])
+        y_all = np.asarray(train[1]).astype(np.int64)
+        if x_raw.shape[0] != y_all.shape[0] or x_raw.shape[0] == 0:
+            raise ValueError(f"train must hold as many labels as samples, at least one; got "
+                             f"{x_raw.shape[0]} samples and {y_all.shape[0]} labels.")
+        fmt = _memory_format(_inputs(spec, x_raw[:1]).ndim)
+        model.to(device, memory_format=fmt)
+        loader = DataLoader(
+            _Indices(int(x_raw.shape[0])),
+            batch_size=recipe.batch_size,
+            shuffle=True,
+            num_workers=0,
+            generator=torch.Generator().manual_seed(seed),
+        )
+        optimizer, scheduler, per_batch = _optimizer(model, recipe, epochs, len(loader))
+        loss_fn = nn.CrossEntropyLoss()
+        val_x, val_y = np.asarray(val[0]), np.asarray(val[1]).astype(np.int64)
+        best_acc, best_epoch, best_state = -1.0, 0, None
+        last_loss, ran = float("nan"), 0
+        for epoch in range(1, epochs + 1):
+            model.train()
+            running, seen = 0.0, 0
+            bar = tqdm(loader, desc=f"train {key} epoch {epoch}/{epochs}",
+                       disable=not progress, leave=False, unit="batch")
+            for idx in bar:
+                rows = idx.numpy()
+                xb = _to_device(_inputs(spec, x_raw[rows]), device, fmt)
+                yb = torch.from_numpy(y_all[rows]).to(device, non_blocking=device.type == "cuda")
+                optimizer.zero_grad(set_to_none=True)
+                loss = loss_fn(model(xb), yb)
+                loss.backward()
+                optimizer.step()
+                if per_batch:
+                    scheduler.step()
+                running += float(loss.detach()) * yb.shape[0]
+                seen += yb.shape[0]
+                bar.set_postfix(loss=f"{running / max(seen, 1):.3f}")
+            if scheduler is not None and not per_batch:
+                scheduler.step()
+            last_loss, ran = running / max(seen, 1), epoch
+            logger.info("%s epoch %d/%d: train loss %.4f", key, epoch, epochs, last_loss)
+            if patience is None:
+                continue
+            logits = predict_samples(model, spec, val_x, device, _EVAL_BATCH)
+            acc = float(np.mean(logits.argmax(axis=1) == val_y)) if val_y.size else 0.0
+            logger.info("%s epoch %d: val acc %.4f (best %.4f at %d)",
+                        key, epoch, acc, best_acc, best_epoch)
+            if acc > best_acc:
+                best_acc, best_epoch = acc, epoch
+                best_state = copy.deepcopy(model.state_dict())
+            elif epoch - best_epoch >= patience:
+                break
+        if best_state is not None:
+            model.load_state_dict(best_state)
+            logger.info("%s: %d epochs, kept epoch %d (val acc %.4f)",
+                        key, ran, best_epoch, best_acc)
+        return FitReport(
+            final_train_loss=last_loss,
+            epochs_run=ran,
+            best_epoch=best_epoch if best_state is not None else None,
+            best_val_accuracy=best_acc if best_state is not None else None,
+        )
+
+    def predict(
+        self, model: nn.Module, spec: Any, samples: Any, device: torch.device, batch_size: int
+    ) -> np.ndarray:
+        return predict_samples(model, spec, samples, device, batch_size)
+
+
+#: The image adapter.
+ADAPTER: Final[ImageAdapter] = ImageAdapter()

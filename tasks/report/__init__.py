@@ -1,0 +1,279 @@
+"""The report stage: MAE and correlation tables, plots, and Prefect artifacts from ``report_rows``.
+
+:func:`write_report` reads the rows from DuckDB, writes ``<state>/reports/<run>/`` (``report.md``,
+CSVs, PNGs: predicted-vs-true scatter per method as in the paper's Fig. 7–8; for 3-class runs the
+fitted ALSA anchors and its probability surface as in Fig. 4 and Fig. 1d/5d) and, inside a
+Prefect run, publishes the tables and the markdown as artifacts.
+
+The package, one job per module, imports running down the list (no circles, nothing from the
+stages above it):
+
+* :mod:`.names`: display order of methods and shift families (derived from the registries),
+  ablation variants, file and artifact keys;
+* :mod:`.stats`: R² against y = x, Pearson ρ, the best of a row, number cells;
+* :mod:`.tables`: :func:`build_report_tables` and the tables of the paper from ``report_rows``;
+* :mod:`.per_class`: per-class MAE (reads the target logits and labels);
+* :mod:`.scores`: the score methods (MaNo, nuclear norm) mapped on a labelled meta-set;
+* :mod:`.markdown`: the terminal table and ``report.md``;
+* :mod:`.figures` and :mod:`.alsa_figure`: every matplotlib figure;
+* :mod:`.artifacts`: the Prefect artifacts (Prefect imported there only);
+* :mod:`.paper_table` and :mod:`.benchmark_doc`: ``docs/BENCHMARK.md`` against the paper.
+
+The names other code imports from ``tasks.report`` are re-exported here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Final
+
+import pandas as pd
+
+from storage.paths import reports_dir
+from tasks.report.alsa_figure import anchor_figures, plot_alsa_anchors, simplex_plane_basis
+from tasks.report.artifacts import publish
+from tasks.report.figures import plot_ablations, plot_scatter, plot_temporal, save_png
+from tasks.report.markdown import format_mae_text, render_markdown
+from tasks.report.names import (
+    ALL_FAMILIES,
+    FAMILY_DISPLAY_ORDER,
+    TEMPORAL_FAMILY,
+    artifact_key,
+    family_order,
+    is_variant,
+    method_order,
+    parse_variant,
+)
+from tasks.report.per_class import per_class_mae, per_class_wide
+from tasks.report.stats import pearson, r2_identity
+from tasks.report.tables import (
+    REQUIRED_COLUMNS,
+    build_report_tables,
+    coverage_long,
+    mean_rank,
+    rank_long,
+    temporal_mae_table,
+    worst_family_long,
+)
+from tasks.runtime.refs import ReportRef
+
+__all__ = [
+    "ALL_FAMILIES",
+    "FAMILY_DISPLAY_ORDER",
+    "FINGERPRINT_FILE",
+    "REQUIRED_COLUMNS",
+    "TEMPORAL_FAMILY",
+    "artifact_key",
+    "build_report_tables",
+    "coverage_long",
+    "family_order",
+    "format_mae_text",
+    "is_variant",
+    "mean_rank",
+    "method_order",
+    "parse_variant",
+    "pearson",
+    "per_class_mae",
+    "plot_ablations",
+    "plot_alsa_anchors",
+    "plot_scatter",
+    "plot_temporal",
+    "r2_identity",
+    "rank_long",
+    "read_fingerprint",
+    "render_markdown",
+    "simplex_plane_basis",
+    "temporal_mae_table",
+    "worst_family_long",
+    "write_report",
+]
+
+#: File in a report folder naming what the report covers (see :func:`read_fingerprint`).
+FINGERPRINT_FILE: Final[str] = ".fingerprint"
+
+
+def __getattr__(name: str) -> Any:
+    # METHOD_ORDER / FAMILY_ORDER read the registries on first access (tasks.report.names)
+    if name in ("METHOD_ORDER", "FAMILY_ORDER"):
+        from tasks.report import names
+
+        return getattr(names, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def write_report(
+    db: str | Path | None = None,
+    out_dir: str | Path | None = None,
+    run_name: str | None = None,
+    publish_artifacts: bool = True,
+    *,
+    run_keys: Sequence[str] | None = None,
+    methods: Sequence[str] | None = None,
+    title: str | None = None,
+    anchor_plots: bool = True,
+    fingerprint: str | None = None,
+) -> ReportRef:
+    """Write ``<out_dir>/<run_name>/`` from the ``report_rows`` in DuckDB, optionally as artifacts.
+
+    Parameters
+    ----------
+    db : str or Path, optional
+        DuckDB file; default :func:`storage.paths.db_path`.
+    out_dir : str or Path, optional
+        Parent folder of the report; default :func:`storage.paths.reports_dir`
+        (``<state>/reports/``).
+    run_name : str, optional
+        Report folder name; default the suite names joined by ``-`` (e.g. ``fmnist``).
+    publish_artifacts : bool, default=True
+        Also create Prefect artifacts: tables ``<run>-mae``, ``<run>-correlation`` and
+        ``<run>-coverage`` (where intervals are stored) and the markdown ``<run>-report`` with
+        the plots embedded. Needs a Prefect API (a flow run, or
+        the ephemeral server).
+    run_keys : sequence of str, optional
+        Report only these runs; default every run in the database.
+    methods : sequence of str, optional
+        Report only these methods; default every method that is not an ablation variant
+        (:func:`~tasks.report.names.is_variant`).
+    title : str, optional
+        First heading of ``report.md``.
+    anchor_plots : bool, default=True
+        Draw ALSA's anchors and probability surface for runs with 3 classes.
+    fingerprint : str, optional
+        What the report covers (the pipeline's :func:`tasks.stages.report.report_fingerprint`),
+        written to ``<folder>/.fingerprint`` for :func:`read_fingerprint`; None removes it.
+
+    Returns
+    -------
+    ReportRef
+        The report's name and folder. The folder holds ``report.md``, ``mae.txt`` (the terminal
+        table), ``mae.csv``, ``mae_table.csv``, ``correlation.csv``, ``correlation_table.csv``,
+        ``estimates.csv``, ``coverage.csv`` and ``coverage_table.csv`` (where intervals are
+        stored), ``per_class_mae.csv`` (where per-class estimates are stored),
+        ``scatter-<dataset>.png`` and ``alsa-<run_key>.png``.
+
+    Raises
+    ------
+    ValueError
+        If the selection holds no target estimates (names what was asked and what exists).
+    """
+    from storage.db import connect
+    from storage.estimates import read_report_rows
+    from tasks.report.scores import score_methods, score_tables
+
+    with connect(db, read_only=True) as con:
+        df = read_report_rows(con)
+        df = _select(df, run_keys=run_keys, methods=methods)
+        scores = score_methods(df)
+        if scores:  # score methods have no accuracy of their own: a section of their own
+            score_rows = score_tables(con, scores, df["run_key"].unique().tolist())
+            df = df[~df["method"].isin(scores)]
+            if df.empty:
+                raise ValueError(
+                    f"methods must include a method that estimates accuracy; got only the score "
+                    f"methods {scores}, which the report maps in a section of their own."
+                )
+        tables = build_report_tables(df)
+        if scores:
+            tables.update(score_rows)
+        per_class = per_class_mae(con, tables["rows"])
+        if not per_class.empty:
+            tables["per_class_mae"] = per_class
+            tables["per_class_table"] = per_class_wide(per_class)
+        anchor_figs = anchor_figures(con, tables["rows"]) if anchor_plots else []
+
+    name = run_name or "-".join(sorted(tables["rows"]["suite"].astype(str).unique()))
+    folder = Path(out_dir) if out_dir is not None else reports_dir()
+    folder = folder / name
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.iterdir():
+        if stale.is_file() and stale.suffix in {".md", ".csv", ".png", ".txt"}:
+            stale.unlink()
+
+    tables["mae"].to_csv(folder / "mae.csv", index=False)
+    tables["mae_table"].to_csv(folder / "mae_table.csv")
+    tables["correlation"].to_csv(folder / "correlation.csv", index=False)
+    tables["correlation_table"].to_csv(folder / "correlation_table.csv")
+    tables["rows"].to_csv(folder / "estimates.csv", index=False)
+    tables["ranks"].to_csv(folder / "ranks.csv", index=False)
+    tables["mean_rank"].to_csv(folder / "mean_rank.csv")
+    tables["worst_family"].to_csv(folder / "worst_family.csv", index=False)
+    if "coverage" in tables:
+        tables["coverage"].to_csv(folder / "coverage.csv", index=False)
+        tables["coverage_table"].to_csv(folder / "coverage_table.csv")
+    if "per_class_mae" in tables:
+        tables["per_class_mae"].to_csv(folder / "per_class_mae.csv", index=False)
+    if "score_mapped" in tables:
+        tables["score_mapped"].to_csv(folder / "score_mapped.csv", index=False)
+        tables["score_correlation"].to_csv(folder / "score_correlation.csv", index=False)
+    (folder / "mae.txt").write_text(format_mae_text(tables) + "\n", encoding="utf-8")
+
+    pngs: list[tuple[str, str, bytes]] = []
+    rows = tables["rows"]
+    for (suite, dataset), sub in rows.groupby(["suite", "dataset"], sort=True):
+        file = f"scatter-{artifact_key(str(dataset))}.png"
+        fig = plot_scatter(sub, title=f"{suite} / {dataset}: estimated vs true accuracy")
+        pngs.append((f"Estimated vs true accuracy, {dataset}", file, save_png(fig, folder / file)))
+    for (suite, dataset), sub in rows[rows["shift_family"] == TEMPORAL_FAMILY].groupby(
+        ["suite", "dataset"], sort=True
+    ):
+        file = f"temporal-{artifact_key(str(dataset))}.png"
+        fig = plot_temporal(sub, title=f"{suite} / {dataset}: accuracy by test year")
+        pngs.append((f"True and estimated accuracy by year, {dataset}", file,
+                     save_png(fig, folder / file)))
+    for stem, caption, fig in plot_ablations(rows):
+        pngs.append((caption, f"{stem}.png", save_png(fig, folder / f"{stem}.png")))
+    for run_key, fig in anchor_figs:
+        file = f"alsa-{artifact_key(run_key)}.png"
+        pngs.append((f"ALSA anchors and probability surface, {run_key}", file,
+                     save_png(fig, folder / file)))
+
+    heading = title or f"alsa-bench report: {name}"
+    notes = [f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} from `report_rows`."]
+    md = render_markdown(tables, title=heading, images=[(c, f) for c, f, _ in pngs], notes=notes)
+    (folder / "report.md").write_text(md, encoding="utf-8")
+    marker = folder / FINGERPRINT_FILE
+    if fingerprint is None:
+        marker.unlink(missing_ok=True)
+    else:
+        marker.write_text(fingerprint + "\n", encoding="utf-8")
+
+    if publish_artifacts:
+        publish(tables, name=name, title=heading, notes=notes, pngs=pngs)
+    return ReportRef(name=name, folder=str(folder.resolve()))
+
+
+def read_fingerprint(folder: str | Path) -> str | None:
+    """The fingerprint :func:`write_report` left in a report folder, or None."""
+    marker = Path(folder) / FINGERPRINT_FILE
+    return marker.read_text(encoding="utf-8").strip() if marker.is_file() else None
+
+
+def _select(
+    df: pd.DataFrame, *, run_keys: Sequence[str] | None, methods: Sequence[str] | None
+) -> pd.DataFrame:
+    out = df
+    if run_keys is not None:
+        wanted = set(run_keys)
+        out = out[out["run_key"].isin(wanted)]
+        if out.empty:
+            raise ValueError(
+                f"run_keys must name runs with estimates; got {sorted(wanted)}, the database has "
+                f"{sorted(df['run_key'].unique().tolist())}."
+            )
+    if methods is None:
+        out = out[~out["method"].map(is_variant)]
+    else:
+        wanted_m = set(methods)
+        out = out[out["method"].isin(wanted_m)]
+        if out.empty:
+            raise ValueError(
+                f"methods must name methods with estimates; got {sorted(wanted_m)}, the database "
+                f"has {sorted(df['method'].unique().tolist())}."
+            )
+    if out.empty:
+        raise ValueError(
+            "No estimates to report: the report_rows view is empty. Run `alsa-bench run` first."
+        )
+    return out

@@ -1,0 +1,82 @@
+"""tasks.methods: the one method registry (names, defaults, modalities, --param checks)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from estimators import available_estimators
+from tasks.methods import (
+    MODEL_AWARE_METHODS,
+    all_method_names,
+    check_method_names,
+    check_method_params,
+    default_method_names,
+    estimator_names,
+    methods_for_modality,
+    resolve_methods,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Callers still to be routed through tasks.methods.estimator_names (owned by other edits of
+#: issue 21); empty this set once they are.
+NOT_YET_ROUTED: set[str] = set()
+
+
+def test_full_list_is_the_estimators_then_the_model_aware_methods() -> None:
+    assert all_method_names() == (
+        *available_estimators(include_scores=True, include_opt_in=True), *MODEL_AWARE_METHODS)
+    assert default_method_names() == (
+        *available_estimators(include_scores=True), *MODEL_AWARE_METHODS)
+    assert estimator_names(scores=False, opt_in=False) == tuple(available_estimators())
+
+
+def test_only_tasks_methods_reads_the_estimator_registry_list() -> None:
+    callers = [
+        str(path.relative_to(ROOT)) for folder in ("flows", "tasks")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if re.search(r"\bavailable_estimators\(", path.read_text(encoding="utf-8"))
+    ]
+    assert [c for c in callers if c not in NOT_YET_ROUTED] == ["tasks/methods.py"]
+
+
+def test_check_method_names_messages() -> None:
+    assert check_method_names(("ac", "alsa-g")) == ["ac", "alsa-g"]
+    with pytest.raises(ValueError, match=r"Unknown estimator\(s\) \['nope'\] in methods"):
+        check_method_names(["nope"])
+    with pytest.raises(ValueError, match=r"^method must be one of ac, .*; got 'magic'\.$"):
+        check_method_names(["ac", "magic"], argument="--method")
+    with pytest.raises(ValueError, match="--method must not repeat a method"):
+        check_method_names(["ac", "ac"], argument="--method")
+    with pytest.raises(ValueError, match="not a single string"):
+        check_method_names("ac")
+    with pytest.raises(ValueError, match="at least one"):
+        check_method_names([])
+
+
+def test_resolve_methods_defaults_and_params() -> None:
+    names, params = resolve_methods(None, None)
+    assert names == list(default_method_names()) and params == {}
+    with pytest.raises(ValueError, match="not among the methods to run"):
+        resolve_methods(["ac"], {"alsa-g": {"alpha": 0.9}})
+
+
+def test_methods_for_modality() -> None:
+    assert methods_for_modality(["alsa-g", "gnnevaluator"], "graph") == ["alsa-g", "gnnevaluator"]
+    assert methods_for_modality(["gnnevaluator"], "image") == []
+    with pytest.raises(ValueError, match="none of the methods gnnevaluator applies to suite 'x'"):
+        methods_for_modality(["gnnevaluator"], "image", where="suite 'x'")
+
+
+def test_check_method_params() -> None:
+    check_method_params({"alsa-g": {"alpha": 0.9}, "gnnevaluator": {"epochs": 3}})
+    with pytest.raises(ValueError, match=r"^--param alsa-g\.alpha: "):
+        check_method_params({"alsa-g": {"alpha": 2}})
+    with pytest.raises(ValueError, match="--param magic.x: method must be one of"):
+        check_method_params({"magic": {"x": 1}})
+    with pytest.raises(ValueError, match="add --method alsa-g"):
+        check_method_params({"alsa-g": {"alpha": 0.9}}, ["ac"])
+    with pytest.raises(ValueError, match="--param gnnevaluator.nope"):
+        check_method_params({"gnnevaluator": {"nope": 1}})
