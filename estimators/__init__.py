@@ -6,6 +6,8 @@
 
 Every estimator takes raw logits: ``fit(val_logits, val_labels)`` then
 ``estimate(target_logits)`` returns an :class:`AccuracyEstimate` whose ``accuracy`` is a fraction.
+Softmax probabilities are refused (every row non-negative and summing to 1, or a binary column
+inside [0, 1]); :func:`logits_from_probabilities` turns them into logits.
 
 The score estimators ``mano`` and ``nuclear-norm`` return a score in ``diagnostics["score"]`` and
 an accuracy only through a ``score_map`` (:class:`ScoreMap`); they are listed with
@@ -14,7 +16,14 @@ named: ``available_estimators(include_opt_in=True)`` lists it (``docs/SHIFT_GATE
 """
 
 from .base import AccuracyEstimate, Estimator
-from .exceptions import ConvergenceWarning, DegenerateValidationWarning, NotFittedError
+from ._validation import logits_from_probabilities
+from .exceptions import (
+    ConvergenceWarning,
+    DegenerateValidationWarning,
+    InertParameterWarning,
+    NotFittedError,
+    SmallSampleWarning,
+)
 from .registry import (
     ESTIMATORS,
     available_estimators,
@@ -40,15 +49,18 @@ __all__ = [
     "DegenerateValidationWarning",
     "ESTIMATORS",
     "Estimator",
+    "InertParameterWarning",
     "NotFittedError",
     "Param",
     "ScoreEstimator",
     "ScoreMap",
+    "SmallSampleWarning",
     "available_estimators",
     "check_estimator_params",
     "estimator_params",
     "get_estimator",
     "leave_one_group_out",
+    "logits_from_probabilities",
     "register",
     "score_estimators",
 ]

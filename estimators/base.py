@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,9 +22,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import numpy as np
 from numpy.typing import NDArray
 
-from ._validation import check_logits, check_val_inputs
-from .exceptions import NotFittedError
-from .params import Param, make_init, validate_params
+from ._validation import check_logits, check_val_inputs, warn_small_target
+from .exceptions import InertParameterWarning, NotFittedError
+from .params import Param, inert_parameters, make_init, validate_params
 
 #: Default nominal coverage of :attr:`AccuracyEstimate.interval`.
 DEFAULT_LEVEL = 0.90
@@ -319,6 +320,15 @@ class Estimator(ABC):
         """
         validate_params(self.PARAMS, self.get_params(), type(self).__name__)
 
+    def _warn_inert_params(self, n_val: int) -> None:
+        """Warn (:class:`~estimators.exceptions.InertParameterWarning`) for every parameter set
+        away from its default that the configuration ignores (its ``Param.active`` is false),
+        naming the condition under which it acts and what decides instead."""
+        owner = type(self).__name__
+        for p in inert_parameters(self.PARAMS, self.get_params(), n_val):
+            warnings.warn(p.inert_message(owner, getattr(self, p.name)), InertParameterWarning,
+                          stacklevel=3)
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
@@ -330,18 +340,28 @@ class Estimator(ABC):
         Parameters
         ----------
         val_logits : array-like of shape (n_samples, n_classes)
-            Raw logits of the validation set (never softmax probabilities).
+            Raw logits of the validation set, never softmax probabilities: an array whose rows
+            are all non-negative and sum to 1 (or a binary column inside [0, 1]) is refused;
+            pass ``np.log(p)`` or :func:`~estimators.logits_from_probabilities`.
         val_labels : array-like of shape (n_samples,)
             Integer class labels in ``[0, n_classes)``.
 
         Returns
         -------
         self
+
+        Warns
+        -----
+        DegenerateValidationWarning
+            All correct, all wrong, or labels all of one class.
+        InertParameterWarning
+            A parameter set away from its default that this configuration ignores.
         """
         self._validate_params()
         logits, labels = check_val_inputs(
             val_logits, val_labels, keep_float32=self.accepts_float32
         )
+        self._warn_inert_params(int(logits.shape[0]))
         self._fit(logits, labels)
         self.n_classes_ = int(logits.shape[1])
         self.val_accuracy_ = float(np.mean(logits.argmax(axis=1) == labels))
@@ -396,7 +416,14 @@ class Estimator(ABC):
         Raises
         ------
         ValueError
-            If ``level`` is not a number in (0, 1), or the logits are malformed.
+            If ``level`` is not a number in (0, 1), or the logits are malformed (including
+            probabilities passed as logits).
+
+        Warns
+        -----
+        SmallSampleWarning
+            Below :data:`~estimators._validation.MIN_TARGET_ROWS` (30) target rows, whose own
+            sampling noise then dominates.
         """
         level = check_level(level, "estimate")
         self._check_is_fitted()
@@ -404,6 +431,7 @@ class Estimator(ABC):
             target_logits, "target_logits", n_classes=self.n_classes_,
             keep_float32=self.accepts_float32,
         )
+        warn_small_target(int(logits.shape[0]), "target_logits", stacklevel=3)
         accuracy, per_sample, diagnostics = self._estimate(logits)
         samples = None if per_sample is None else np.asarray(per_sample, dtype=np.float64)
         interval = self._interval(float(accuracy), samples, int(logits.shape[0]), level)

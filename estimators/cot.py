@@ -383,9 +383,11 @@ class COT(SoftmaxEstimator):
         Param("mode", "choice", "exact", "Exact n x c transport, or the official sampled m x m "
               "construction (parity only).", choices=_MODES),
         Param("batch_size", "int", OFFICIAL_BATCH_SIZE, "Target rows per batch.", low=1,
-              acts='mode="sampled"'),
+              acts='mode="sampled"', active=lambda v, n: v["mode"] == "sampled",
+              instead='mode="exact" transports all target rows at once'),
         Param("seed", "int", 0, "Seed of the sampled labels and batches.", low=0, special=(None,),
-              acts='mode="sampled"'),
+              acts='mode="sampled"', active=lambda v, n: v["mode"] == "sampled",
+              instead='mode="exact" draws nothing at random'),
         TEMPERATURE_SCALING,
     )
 

@@ -115,7 +115,8 @@ class DoC(SoftmaxEstimator):
 
     PARAMS = (
         Param("clip", "bool", True, "Clip the estimate to [0, 1] (False: the reference codes' "
-              "unclipped value, which may leave [0, 1])."),
+              "unclipped value, which may leave [0, 1]).",
+              acts="an unclipped estimate outside [0, 1] (data-dependent)"),
         TEMPERATURE_SCALING,
     )
 

@@ -17,3 +17,11 @@ class DegenerateValidationWarning(UserWarning):
 
 class ConvergenceWarning(UserWarning):
     """An iterative fit stopped at its iteration cap before its stopping rule held."""
+
+
+class SmallSampleWarning(UserWarning):
+    """The target set is so small that its own sampling noise dominates the estimate."""
+
+
+class InertParameterWarning(UserWarning):
+    """A hyper-parameter was set to a non-default value that the chosen configuration ignores."""

@@ -237,7 +237,9 @@ class MaNo(ScoreEstimator):
               "normalisation."),
         Param("form", "choice", "paper", "The paper's definition or the official code's.",
               choices=("paper", "code")),
-        Param("batch_size", "int", 128, "Rows per batch.", low=1, acts='form="code"'),
+        Param("batch_size", "int", 128, "Rows per batch.", low=1, acts='form="code"',
+              active=lambda v, n: v["form"] == "code",
+              instead='form="paper" normalises the whole target at once'),
         SCORE_MAP,
     )
 

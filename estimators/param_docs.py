@@ -33,6 +33,8 @@ def markdown_table(name: str) -> str:
     rows = ["| parameter | accepts | default | meaning |", "| --- | --- | --- | --- |"]
     for p in estimator_params(name):
         doc = p.doc if not p.acts else f"{p.doc} Acts with {p.acts}."
+        if p.affects == "speed":
+            doc += " Speed only: estimates agree to float round-off."
         rows.append(f"| `{p.name}` | {p.allowed()} | {_literal(p.default)} | {doc} |")
     return "\n".join(rows)
 

@@ -34,8 +34,10 @@ import numpy as np
 from ._validation import check_in_choices, check_number
 
 __all__ = [
+    "Affects",
     "Param",
     "ParamKind",
+    "inert_parameters",
     "make_init",
     "validate_params",
     "with_defaults",
@@ -43,6 +45,16 @@ __all__ = [
 
 #: What a parameter holds. ``"choice"``: one of ``choices``; ``"any"``: checked by ``check`` only.
 ParamKind = Literal["bool", "int", "float", "str", "choice", "any"]
+
+#: What a parameter changes: ``"estimate"`` (the numbers; the default) or ``"speed"`` (only
+#: how fast or where they are computed: devices, threads, block sizes; estimates agree to float
+#: round-off).
+Affects = Literal["estimate", "speed"]
+
+#: Machine form of ``Param.acts``: ``active(values, n_val)`` says whether the parameter has an
+#: effect under the estimator's parameter ``values`` (every declared name) on ``n_val``
+#: validation rows.
+ParamActive = Callable[[Mapping[str, Any], int], bool]
 
 #: A check the declaration cannot express: ``check(value, owner)`` raises ``ValueError``.
 ParamCheck = Callable[[Any, str], object]
@@ -74,7 +86,19 @@ class Param:
     special : tuple, default ()
         Values accepted besides the kind, e.g. ``("auto",)`` or ``(None,)``.
     acts : str, default ""
-        When the parameter has an effect, if not always (e.g. ``'stop_rule="fixed"'``).
+        When the parameter has an effect, if not always (e.g. ``'stop_rule="fixed"'``), in
+        words, for the tables and the warnings.
+    active : callable or None, default None
+        The same condition in code, ``active(values, n_val) -> bool`` (:data:`ParamActive`):
+        ``fit`` warns (:class:`~estimators.exceptions.InertParameterWarning`) when the value
+        differs from the default but the condition is false. None with ``acts`` set: the
+        condition depends on the data in a way ``fit`` cannot tell (no warning).
+    instead : str, default ""
+        What decides the matter while the parameter is inert (e.g. ``"rectify_quantile sets the
+        cut-off"``), for the warning.
+    affects : {"estimate", "speed"}, default "estimate"
+        ``"speed"``: the parameter chooses how (device, threads, block size), not what, is
+        computed; estimates agree to float round-off whatever its value.
     accepts : str, default ""
         What the parameter accepts, in words, for the tables (default: derived from the
         declaration; needed for ``kind="any"``).
@@ -96,12 +120,37 @@ class Param:
     acts: str = ""
     accepts: str = ""
     check: ParamCheck | None = dataclasses.field(default=None, compare=False, repr=False)
+    active: ParamActive | None = dataclasses.field(default=None, compare=False, repr=False)
+    instead: str = ""
+    affects: Affects = "estimate"
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
             raise ValueError(f"Param {self.name!r}: kind must be one of {_KINDS}; got {self.kind!r}.")
         if self.kind == "choice" and not self.choices:
             raise ValueError(f"Param {self.name!r}: a 'choice' parameter needs choices.")
+        if self.affects not in ("estimate", "speed"):
+            raise ValueError(
+                f"Param {self.name!r}: affects must be 'estimate' or 'speed'; got {self.affects!r}."
+            )
+        if self.active is not None and not self.acts:
+            raise ValueError(f"Param {self.name!r}: an 'active' condition needs its 'acts' text.")
+
+    def is_default(self, value: Any) -> bool:
+        """Whether ``value`` equals the default (arrays, sequences and NaN compared safely).
+
+        >>> Param("n", "int", 3, "N.").is_default(3), Param("f", "any", (), "F.").is_default([])
+        (True, True)
+        """
+        return _same(value, self.default)
+
+    def inert_message(self, owner: str, value: Any) -> str:
+        """The warning for a non-default ``value`` that the configuration ignores."""
+        text = (f"The {self.name!r} parameter of {owner} is set to {value!r} but has no effect "
+                f"here: it acts only with {self.acts}.")
+        if self.instead:
+            text += f" Here {self.instead}."
+        return text
 
     # ------------------------------------------------------------------ validation
     def is_special(self, value: Any) -> bool:
@@ -176,6 +225,47 @@ class Param:
                          f"{')' if self.high_open else ']'}")
         extra = [_literal(s) for s in self.special]
         return " or ".join([t for t in [text, *extra] if t])
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that tolerates arrays, sequences of either type and NaN."""
+    if a is b:
+        return True
+    if a is None or b is None:
+        return False
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    if isinstance(a, Mapping) or isinstance(b, Mapping):
+        return isinstance(a, Mapping) and isinstance(b, Mapping) and dict(a) == dict(b)
+    try:
+        x, y = np.asarray(a), np.asarray(b)
+        if x.dtype == object or y.dtype == object:
+            return bool(a == b)
+        return x.shape == y.shape and bool(np.array_equal(x, y, equal_nan=x.dtype.kind == "f"))
+    except (TypeError, ValueError):
+        return False
+
+
+def inert_parameters(
+    params: Sequence[Param], values: Mapping[str, Any], n_val: int
+) -> list[Param]:
+    """The declared parameters that ``values`` sets away from their default but that have no
+    effect under ``values`` on ``n_val`` validation rows (their ``active`` condition is false).
+
+    >>> tol = Param("tol", "float", 1e-5, "Tol.", acts='stop_rule="paper"',
+    ...             active=lambda v, n: v["stop_rule"] == "paper")
+    >>> [p.name for p in inert_parameters([tol], {"tol": 1e-3, "stop_rule": "fixed"}, 100)]
+    ['tol']
+    >>> inert_parameters([tol], {"tol": 1e-5, "stop_rule": "fixed"}, 100)
+    []
+    """
+    out = []
+    for p in params:
+        if p.active is None or p.name not in values or p.is_default(values[p.name]):
+            continue
+        if not p.active(values, n_val):
+            out.append(p)
+    return out
 
 
 def _num(x: float) -> str:

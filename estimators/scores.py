@@ -198,7 +198,8 @@ def check_probs(probs: Any, name: str, n_classes: int | None = None) -> NDArray[
         If the array has the wrong shape, is not finite, has entries outside ``[0, 1]`` or rows
         that do not sum to 1.
     """
-    arr = check_logits(probs, name, n_classes=n_classes, allow_binary=False)
+    arr = check_logits(probs, name, n_classes=n_classes, allow_binary=False,
+                       reject_probabilities=False)
     if arr.min() < 0.0 or arr.max() > 1.0:
         raise ValueError(
             f"{name} must hold probabilities in [0, 1]; got values in "

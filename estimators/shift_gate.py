@@ -42,10 +42,29 @@ from .registry import ESTIMATORS, get_estimator, register
 
 __all__ = ["ShiftGate", "gate_weight"]
 
+#: When the covariate-shift method counts (data-dependent, so ``fit`` cannot warn).
+_BLENDED = "a target whose label-shift z-score exceeds z_low (data-dependent)"
+
 #: Defaults fixed by ``benchmarks/tune_shift_gate.py`` (off-benchmark problems).
 DEFAULT_Z_LOW = 2.0
 DEFAULT_Z_HIGH = 6.0
 DEFAULT_COVARIATE = "cot"
+
+
+def _covariate_seed_acts(values: Mapping[str, Any], n_val: int) -> bool:
+    """Whether ShiftGate's ``seed`` reaches a covariate estimator whose seed has an effect."""
+    params = dict(values.get("covariate_params") or {})
+    cls = ESTIMATORS.get(values.get("covariate", DEFAULT_COVARIATE))
+    if cls is None or "seed" in params:
+        return False
+    declared = {p.name: p for p in cls.PARAMS}
+    seed = declared.get("seed")
+    if seed is None:
+        return False
+    if seed.active is None:
+        return True
+    full = {name: params.get(name, p.default) for name, p in declared.items()}
+    return seed.active(full, n_val)
 
 
 def gate_weight(z: float, z_low: float, z_high: float) -> float:
@@ -139,16 +158,22 @@ class ShiftGate(SoftmaxEstimator):
 
     PARAMS = (
         Param("z_low", "float", DEFAULT_Z_LOW, "Label-shift z-score up to which the covariate "
-              "weight is 0."),
+              "weight is 0.", acts=_BLENDED),
         Param("z_high", "float", DEFAULT_Z_HIGH, "z-score from which the covariate weight is 1 "
-              "(>= z_low; equal values give a hard switch)."),
+              "(>= z_low; equal values give a hard switch).", acts=_BLENDED),
         Param("covariate", "any", DEFAULT_COVARIATE, "Registry key of the estimator used under "
               "covariate shift (not shift-gate, not a score).", check=_check_covariate,
-              accepts="registry key"),
+              accepts="registry key", acts=_BLENDED),
         Param("covariate_params", "any", None, "Hyper-parameters of that estimator (a mapping) "
-              "or None.", check=_check_covariate_params, accepts="mapping or `None`"),
+              "or None.", check=_check_covariate_params, accepts="mapping or `None`",
+              acts=_BLENDED),
         Param("seed", "int", None, "Passed to the covariate estimator when it has a seed and "
-              "covariate_params sets none.", low=0, special=(None,)),
+              "covariate_params sets none.", low=0, special=(None,),
+              acts="a covariate estimator whose seed acts (e.g. alsa-g, or cot with "
+                   'mode="sampled") and covariate_params without a seed',
+              active=lambda v, n: _covariate_seed_acts(v, n),
+              instead="the covariate estimator draws nothing at random, or covariate_params "
+                      "sets its seed"),
         Param("em_tol", "float", 1e-8, "Tolerance of the EM label marginal.", low=0.0),
         TEMPERATURE_SCALING,
     )

@@ -53,6 +53,7 @@ from tasks.plan import (
     run_option_fields,
 )
 from tasks.runtime.refs import CheckpointRef, DatasetRef, EstimatesRef, LogitsRef, ReportRef
+from tasks.stages.common import forget_failure_record
 from tasks.stages.download import download_task
 from tasks.stages.estimate import estimate_task
 from tasks.stages.extract import extract_task, prepare_splits_task
@@ -153,7 +154,8 @@ def run_pipeline(
     return _pipeline(plan, options, until=until, threads=threads, distributed=False, gpu=False)
 
 
-@flow(name="benchmark-dask", description="train → extract → estimate on Dask workers, one writer")
+@flow(name="benchmark-dask", description="train → extract → estimate on Dask workers, one writer",
+      on_failure=[forget_failure_record])
 def pipeline_flow(
     plan: BenchmarkPlan,
     *,
@@ -218,6 +220,7 @@ def _pipeline(
         "Layout: %s, %d thread(s) per task, results under %s",
         "Dask workers" if distributed else "sequential", threads, results,
     )
+    _sweep_leftovers(results, logger)
 
     def note(ref: Any, outcome: StageOutcome) -> Any:
         result.outcomes.append(outcome)
@@ -271,6 +274,44 @@ def _pipeline(
                         for s, c in result.summary().items())
     logger.info("Pipeline done: %s", summary)
     return result
+
+
+def _sweep_leftovers(results: str, logger: Any) -> list[Path]:
+    """Delete the temporary files killed writers left, and quarantine garbled cache records,
+    when this process owns the state folder.
+
+    Only while this very process holds the state lock (``alsa-bench run`` takes it before the
+    flow starts: :func:`storage.lock.state_lock`), and before any task starts, so no live
+    writer owns such a file; a flow started without the lock (a deployment) sweeps nothing.
+    The results root is swept too when it lies outside the state folder.
+    """
+    import os
+    import socket
+
+    from prefect.settings import get_current_settings
+
+    from storage.doctor import sweep_cache_records, sweep_temp_files
+    from storage.lock import read_lock_record
+    from storage.paths import state_dir
+
+    home = state_dir()
+    record = read_lock_record(home)
+    if record is None or record.pid != os.getpid() or record.host != socket.gethostname():
+        return []
+    root = Path(results)
+    outside = () if root.resolve().is_relative_to(home.resolve()) else (root,)
+    removed = sweep_temp_files(home, extra=outside)
+    if removed:
+        logger.info("Removed %d temporary file(s) of killed writers: %s", len(removed),
+                    ", ".join(str(p) for p in removed))
+    records = Path(get_current_settings().results.local_storage_path).expanduser().resolve()
+    if records.is_relative_to(home.resolve()):  # a records folder elsewhere may be shared
+        garbled = sweep_cache_records(records, home)
+        if garbled:
+            logger.warning("Moved %d damaged cache record(s) to %s", len(garbled),
+                           home / "quarantine")
+        removed += garbled
+    return removed
 
 
 def _stage_args(stage_task: Any, **named: Any) -> tuple[Any, ...]:
@@ -404,7 +445,11 @@ def _run_distributed(
 
     for future in as_completed(list(trains.values())):
         key = next(k for k, f in trains.items() if f is future)
-        ckpts[key] = note(future.result(), outcome("train", key, future))
+        # a cached checkpoint whose file is gone is retrained here, as the sequential layout does;
+        # an extract that already failed on it is re-run on the new one below
+        ref, healed = _settled(future, train_task, by_key[key].train_args(), threads, gpu,
+                               check=output_exists)
+        ckpts[key] = note(ref, outcome("train", key, future, healed))
         kill_point("train", "end")
     result.checkpoints.extend(ckpts[j.run_key] for j in jobs)
 
@@ -429,14 +474,16 @@ def _run_distributed(
 
 
 def _settled(
-    future: Any, stage_task: Any, args: tuple[Any, ...], threads: int, gpu: bool
+    future: Any, stage_task: Any, args: tuple[Any, ...], threads: int, gpu: bool,
+    check: Any = result_intact,
 ) -> tuple[Any, bool]:
     """A finished publishing future's reference, trusted or recomputed by
     :func:`tasks.stages.healing.settle` (the decision the sequential layout makes too).
 
-    A reference whose file is gone, or a failed task (an estimate whose upstream logits file was
-    missing), is re-run once with its cache refreshed, on the healed upstream reference; any
-    failure of the re-run is raised.
+    A reference whose output is gone (``check``: :func:`result_intact` for published files,
+    :func:`output_exists` for checkpoints), or a failed task (an estimate whose upstream logits
+    file was missing), is re-run once with its cache refreshed, on the healed upstream reference;
+    any failure of the re-run is raised.
     """
 
     def rerun() -> Any:
@@ -444,10 +491,11 @@ def _settled(
             retry = stage_task.with_options(refresh_cache=True).submit(*args, threads=threads)
         return retry.result()
 
-    return settle(stage_task.name, "", future_result(future), result_intact, rerun)
+    return settle(stage_task.name, "", future_result(future), check, rerun)
 
 
-@flow(name="benchmark", description="download → train → extract → estimate → report over a suite")
+@flow(name="benchmark", description="download → train → extract → estimate → report over a suite",
+      on_failure=[forget_failure_record])
 def benchmark(
     suite: str = "fmnist",
     backbones: list[str] | None = None,

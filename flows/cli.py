@@ -6,6 +6,14 @@ and ``report`` import it inside the command, after :func:`flows.configure_enviro
 pointed its cache at ``$ALSA_BENCH_HOME/prefect-results`` and turned telemetry off. So
 ``alsa-bench --help`` answers at once.
 
+``run`` and ``report`` first take the state folder (:func:`storage.lock.state_lock`; a folder in
+use answers in one line at once, or after ``--wait SECONDS``), then read the whole database
+(:func:`storage.db.verify_database`; a damaged file is refused in one line with the remedy and
+left as it was), and only then configure and import Prefect. Their Prefect API is a temporary
+server of their own (:func:`flows.server.prefect_api`): on a port no other process can hold,
+and gone within seconds of the command, ``kill -9`` included; a configured ``PREFECT_API_URL``
+is used instead.
+
 User mistakes (an unknown backbone, a bad ``--refresh`` stage, a missing database) print one
 line ``error: ...`` on stderr and exit with status 2; failures while running print one line and
 exit with status 1. Neither prints a traceback.
@@ -147,9 +155,18 @@ def run_command(
     _guard(lambda: _precheck_online(options.suite or [], options.datasets or []),
            user_errors=(ValueError, FileNotFoundError))
     seed_arg = _guard(options.seed_selection, user_errors=(ValueError,))
-
     _set_reports_dir(options.out)
-    configure_environment()
+    # the folder is ours, and its database whole, before Prefect is configured or imported: a
+    # busy folder or a damaged file answers in one line at once, and nothing is written
+    with _state_lock(options.wait, "alsa-bench run"):
+        _guard(_check_database, user_errors=(StorageError,))
+        configure_environment()
+        _plan_and_run(options, refresh_stages, seed_arg)
+
+
+def _plan_and_run(options: RunOptions, refresh_stages: Sequence[str], seed_arg: Any) -> None:
+    """The body of ``run`` once the state folder is held and its database checked: make and
+    check the plans, then run them against this command's own Prefect API server."""
     from tasks.plan import make_plans, plan_methods
 
     plans = _guard(
@@ -173,8 +190,7 @@ def run_command(
              f"({', '.join(p.suite for p in plans)}); give one --suite with it.")
     _guard(lambda: _check_online(plans), user_errors=(ValueError, FileNotFoundError))
     refreshing = [s for s in STAGES if s in refresh_stages]
-    with _state_lock(options.wait, "alsa-bench run"):
-        _guard(_check_database, user_errors=(StorageError,))
+    with _prefect_server():
         _run_plans(plans, refreshing, options)
 
 
@@ -254,15 +270,45 @@ def _state_lock(wait: float, purpose: str) -> Any:
     return held()
 
 
+def _prefect_server() -> Any:
+    """This command's own temporary Prefect API server for a ``with`` block
+    (:func:`flows.server.prefect_api`: a port nobody else holds, and it dies with this process,
+    ``kill -9`` included); a configured ``PREFECT_API_URL`` is used instead. A server that does
+    not come up gives one line, exit status 1."""
+    from contextlib import ExitStack, contextmanager
+
+    from flows.server import prefect_api
+
+    @contextmanager
+    def running() -> Any:
+        with ExitStack() as stack:
+            _guard(lambda: stack.enter_context(prefect_api()), user_errors=())
+            yield
+
+    return running()
+
+
 def _check_database() -> None:
-    """Open the database once, before Prefect starts: a damaged file, or one of a newer or
-    unknown schema, fails here in one line (an older one is migrated in place)."""
-    from storage.db import connect
+    """Read the whole database once, before Prefect starts: a damaged block anywhere
+    (:func:`storage.db.verify_database`), a file that is not a DuckDB database, or one of a
+    newer or unknown schema fails here in one line naming the file and the remedy, and the file
+    is left as it was; an older schema is then migrated in place."""
+    from storage.db import connect, verify_database
     from storage.paths import db_path
 
-    if db_path().exists():
-        with connect():
+    path = db_path()
+    if path.exists():
+        verify_database(path)  # read-only: nothing is written to a damaged file
+        with connect(path):
             pass
+
+
+def _require_database() -> None:
+    """The database exists (``report`` has nothing to read otherwise): one line if not."""
+    from storage.db import connect
+
+    with connect(read_only=True):
+        pass
 
 
 def _precheck_online(suites: Sequence[str], datasets: Sequence[str]) -> None:
@@ -350,8 +396,10 @@ def report_command(
 ) -> None:
     """Write <state folder>/reports/<run>/ (tables, plots) from the estimates in DuckDB."""
     _set_reports_dir(out)
-    configure_environment()
+    # as `run`: the folder is held and the database read whole before Prefect is touched
     with _state_lock(wait, "alsa-bench report"):
+        _guard(_check_database, user_errors=(StorageError,))
+        configure_environment()
         _report(run_name, run_key, method, to_docs, artifacts)
 
 
@@ -361,15 +409,17 @@ def _report(
 ) -> None:
     """The body of ``report`` once the state folder is ours."""
     user_errors = (ValueError, FileNotFoundError, StorageError)
-    _guard(_check_database, user_errors=(StorageError,))
+    _guard(_require_database, user_errors=user_errors)  # no database: one line, no server
     if artifacts:
         from flows.report import report as report_flow
 
-        ref = _guard(
-            lambda: report_flow(run_name=run_name, run_keys=list(run_key) if run_key else None,
-                                methods=list(method) if method else None),
-            user_errors=user_errors,
-        )
+        with _prefect_server():
+            ref = _guard(
+                lambda: report_flow(run_name=run_name,
+                                    run_keys=list(run_key) if run_key else None,
+                                    methods=list(method) if method else None),
+                user_errors=user_errors,
+            )
     else:
         from tasks.report import write_report
 

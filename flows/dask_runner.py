@@ -124,8 +124,8 @@ def shared_api_url() -> Iterator[str | None]:
     Without ``PREFECT_API_URL`` in their environment, each local worker process would start its
     own temporary Prefect server (about 15 s each on 2 cores) and record its task runs there,
     out of the flow's sight. Inside a flow run this sets ``PREFECT_API_URL`` to the URL the flow
-    talks to (the ephemeral server of ``alsa-bench run`` included) for the block, then restores
-    it. Workers of a remote cluster need a server they can reach: start ``prefect server
+    talks to for the block, then restores it. (``alsa-bench run`` has exported the URL of its own
+    server already, :func:`flows.server.prefect_api`; this covers flows called from Python.) Workers of a remote cluster need a server they can reach: start ``prefect server
     start`` and export ``PREFECT_API_URL`` on every node.
 
     Yields

@@ -4,14 +4,17 @@ Registered on the CLI's Typer app by ``flows/cli.py`` with
 ``app.command("doctor")(doctor_command)``::
 
     alsa-bench doctor              # one line per finding, exit 1; "healthy", exit 0
-    alsa-bench doctor --repair     # also delete what the pipeline recomputes, say each
+    alsa-bench doctor --repair     # also quarantine/delete what the pipeline recomputes, say each
     alsa-bench doctor --json       # machine output: {"folder", "healthy", "checked", "findings"}
+    alsa-bench doctor --wait 60    # a folder in use: wait up to 60 s for its holder
 
 The checks are those of :mod:`storage.doctor` (database opens, schema version, duplicate keys,
 orphan rows and files, checkpoint and Parquet hashes, temporary files, staging folders, Prefect
 cache records, stale lock records). The doctor takes the state folder's lock first
 (:func:`storage.lock.state_lock`), so it never judges files a running pipeline is writing; a
-folder in use gives the one "in use" line and exit status 1. No traceback is ever printed.
+folder in use gives the one "in use" line and exit status 1, at once, or after waiting up to
+``--wait SECONDS`` for the holder (as ``run`` and ``report``; the "waiting for" line goes to
+stderr, so ``--json`` output stays one JSON object). No traceback is ever printed.
 """
 
 from __future__ import annotations
@@ -68,14 +71,22 @@ def doctor_command(
         bool,
         typer.Option(
             "--repair",
-            help="Delete what the pipeline recomputes (temporary files, staging folders, "
-            "corrupt cache records, damaged checkpoints and Parquet results; stale lock "
-            "records); never the database.",
+            help="Set right what the pipeline recomputes: move damaged checkpoints, Parquet "
+            "results, cache records and a damaged database to quarantine/ (bytes untouched); "
+            "delete temporary files, staging folders and stale lock records.",
         ),
     ] = False,
     json_out: Annotated[
         bool, typer.Option("--json", help="Machine output: one JSON object.")
     ] = False,
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait", metavar="SECONDS", min=0,
+            help="If another alsa-bench command is using the state folder, wait up to this "
+            "long for it (0: fail at once).",
+        ),
+    ] = 0,
 ) -> None:
     """Check the state folder ($ALSA_BENCH_HOME): database, schema, duplicates, orphans, hashes,
     cache records and locks. Exit 0 when healthy, 1 with one line per finding otherwise."""
@@ -85,7 +96,8 @@ def doctor_command(
                    "that holds bench.duckdb", err=True)
         raise typer.Exit(EXIT_FINDINGS)
     try:
-        with state_lock(folder, wait=0, purpose="doctor", on_wait=typer.echo) as lock:
+        with state_lock(folder, wait=wait, purpose="doctor",
+                        on_wait=lambda line: typer.echo(line, err=True)) as lock:
             report = examine(folder, repair=repair, stale_lock=lock.stale)
     except StateBusyError as exc:
         typer.echo(f"error: {exc}", err=True)

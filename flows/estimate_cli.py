@@ -3,8 +3,9 @@
 Registered on the CLI's Typer app by ``flows/cli.py`` with
 ``app.command("estimate")(estimate_command)``::
 
-    alsa-bench estimate --val val.npz --target week.parquet [--method atc-ne]...
-        [--param alsa-g.alpha=0.9]... [--level 0.9] [--per-class] [--json]
+    alsa-bench estimate --val val.npz --target week.parquet [-m/--method atc-ne]...
+        [--param alsa-g.n_anchors=500]... [--level 0.9] [--inputs logits|probabilities]
+        [--per-class] [--json]
 
 The validation file needs logits and labels; the target file needs logits, and if it also holds
 labels the output adds the true accuracy and the absolute error of each estimate. Without
@@ -55,6 +56,7 @@ def run_estimates(
     methods: list[str] | None = None,
     params: dict[str, dict[str, Any]] | None = None,
     level: float = DEFAULT_LEVEL,
+    inputs: str = "logits",
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Fit every requested estimator on ``val`` and estimate ``target``.
 
@@ -71,6 +73,10 @@ def run_estimates(
         before any file is read.
     level : float in (0, 1), default 0.90
         Nominal coverage of each estimate's interval.
+    inputs : {"logits", "probabilities"}, default "logits"
+        What both files hold. ``"logits"`` refuses files that look like softmax/sigmoid
+        probabilities; ``"probabilities"`` takes their log (``log p - log(1 - p)`` for a binary
+        column) before any estimator sees them (:func:`storage.logit_files.load_logit_file`).
 
     Returns
     -------
@@ -116,9 +122,13 @@ def run_estimates(
         check_method_params(params, chosen)  # score estimators too (tasks.methods)
     except ValueError as exc:
         raise _UserError(str(exc)) from None
+    if inputs not in ("logits", "probabilities"):
+        raise _UserError(f"--inputs must be 'logits' or 'probabilities'; got {inputs!r}.")
     try:
-        val_logits, val_labels = load_logit_file(val, require_labels=True)
-        target_logits, target_labels = load_logit_file(target, require_labels=False)
+        val_logits, val_labels = load_logit_file(val, require_labels=True, inputs=inputs)
+        target_logits, target_labels = load_logit_file(
+            target, require_labels=False, inputs=inputs
+        )
     except ValueError as exc:
         raise _UserError(str(exc)) from None
     if val_logits.shape[1] != target_logits.shape[1]:
@@ -141,7 +151,7 @@ def run_estimates(
         true_accuracy = float(np.mean(target_logits.argmax(axis=1) == target_labels))
 
     rows: list[dict[str, Any]] = []
-    messages: list[str] = []
+    by_text: dict[str, list[str]] = {}  # a warning once, with every method that raised it
     for name in chosen:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -153,9 +163,12 @@ def run_estimates(
             except ValueError as exc:
                 raise _UserError(f"{name}: {exc}") from None
         for w in caught:
-            text = f"{name}: {w.message}"
-            if text not in messages:
-                messages.append(text)
+            text = str(w.message)
+            if text in by_text:
+                if name not in by_text[text]:
+                    by_text[text].append(name)
+            else:
+                by_text[text] = [name]
         row = result.to_record()
         row["per_class"] = (None if result.per_class is None
                             else [None if np.isnan(v) else float(v) for v in result.per_class])
@@ -168,6 +181,7 @@ def run_estimates(
             row["abs_error"] = (None if row["accuracy"] is None
                                 else abs(result.accuracy - true_accuracy))
         rows.append(row)
+    messages = [f"{', '.join(names)}: {text}" for text, names in by_text.items()]
     return rows, messages
 
 
@@ -245,7 +259,7 @@ def estimate_command(
     ] = None,
     method: Annotated[
         list[str] | None,
-        typer.Option("--method", metavar="NAME",
+        typer.Option("--method", "-m", metavar="NAME",
                      help="Estimator key; repeat for several. Default: every estimator "
                           "except the scores mano and nuclear-norm (named: score shown, "
                           "accuracy - unless --param NAME.score_map=[a, b])."),
@@ -253,8 +267,9 @@ def estimate_command(
     param: Annotated[
         list[str] | None,
         typer.Option("--param", metavar="METHOD.NAME=VALUE",
-                     help="Hyper-parameter of one method, e.g. alsa-g.alpha=0.9 or "
-                     "alsa-g.n_anchors=500 (JSON values; repeatable)."),
+                     help="Hyper-parameter of one method, e.g. alsa-g.n_anchors=500 or "
+                     "alsa-g.rectify_quantile=0.05 (JSON values; repeatable); one the "
+                     "configuration ignores is reported as a warning."),
     ] = None,
     per_class: Annotated[
         bool,
@@ -270,6 +285,13 @@ def estimate_command(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print a JSON list instead of a table.")
     ] = False,
+    inputs: Annotated[
+        str,
+        typer.Option("--inputs", metavar="KIND",
+                     help="What the files hold: logits (default; files that look like "
+                     "probabilities are refused) or probabilities (softmax rows, or a binary "
+                     "model's positive-class probability; their log is used)."),
+    ] = "logits",
 ) -> None:
     """Estimate a classifier's accuracy on unlabelled target logits from labelled validation ones.
 
@@ -282,14 +304,15 @@ def estimate_command(
         )
         raise _fail(f"missing option {missing}; usage: alsa-bench estimate --val VAL "
                     "--target TARGET [--method NAME]... [--param METHOD.NAME=VALUE]... "
-                    "[--level LEVEL] [--per-class] [--json]")
+                    "[--level LEVEL] [--inputs logits|probabilities] [--per-class] [--json]")
     try:
         level_value: Any = float(level)
     except ValueError:
         level_value = level  # check_level names it in the error line
     try:
         params = parse_param_options(param or [])
-        rows, messages = run_estimates(val, target, method, params, level=level_value)
+        rows, messages = run_estimates(val, target, method, params, level=level_value,
+                                       inputs=inputs)
     except ValueError as exc:
         raise _fail(str(exc)) from None
     except _UserError as exc:

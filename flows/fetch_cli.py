@@ -11,7 +11,9 @@ before anything downloads); ``datasets`` prints one row per registered dataset
 (:func:`tasks.catalog.dataset_status`): suite, modality, online/offline, present, size on disk,
 backbones, paper row. User mistakes (an unknown dataset, an offline dataset, one that another
 tool downloads) print one line ``error: ...`` on stderr and exit with status 2; a failed
-download or extraction prints one line and exits with status 1. Neither prints a traceback, and
+download or extraction, or a missing package the download needs (ogb for ogbn-arxiv), prints one
+line and exits with status 1. A download shows a byte progress bar on a terminal only (not when
+stderr is a pipe or a log file; ``--quiet`` or ``ALSA_BENCH_PROGRESS=0`` turn it off). Neither prints a traceback, and
 this module does not import Prefect.
 """
 
@@ -25,8 +27,8 @@ import typer
 from storage.paths import data_dir
 from tasks.catalog import DatasetStatus, dataset_status
 from tasks.data.datasets import DATASETS, available_datasets, get_dataset_spec
-from tasks.data.errors import ChecksumError
-from tasks.data.fetch import FetchError, NothingToFetchError, fetch_dataset
+from tasks.data.errors import ChecksumError, DatasetUnavailableError
+from tasks.data.fetch import NothingToFetchError, fetch_dataset
 
 __all__ = ["EXIT_FAILURE", "EXIT_USER_ERROR", "datasets_command", "fetch_command", "format_size"]
 
@@ -68,7 +70,7 @@ def fetch_command(
         typer.Option("--timeout", metavar="SECONDS", help="Socket timeout per read.", min=0.1),
     ] = 60.0,
     quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No progress lines.")
+        bool, typer.Option("--quiet", "-q", help="No progress bar (shown on a terminal only).")
     ] = False,
 ) -> None:
     """Download an online dataset once: pinned checksums, resume, safe extraction.
@@ -90,7 +92,7 @@ def fetch_command(
         except KeyboardInterrupt:
             _fail(f"interrupted while fetching {name!r}; a partial download is kept under "
                   f"{str(root / 'downloads')!r}: run `alsa-bench fetch {name}` to resume.", 130)
-        except (FetchError, ChecksumError) as exc:
+        except (DatasetUnavailableError, ChecksumError) as exc:  # FetchError, ogb missing, ...
             _fail(str(exc), EXIT_FAILURE)
         except (OSError, ValueError) as exc:
             _fail(f"fetching {name!r} failed: {type(exc).__name__}: {exc}", EXIT_FAILURE)

@@ -3,14 +3,17 @@
 Used by ``alsa-bench estimate`` and ``alsa-bench run``. Each option sets one hyper-parameter of
 one method::
 
-    alsa-bench estimate --val v.npz --target t.npz --param alsa-g.alpha=0.9 --param alsa-g.n_anchors=500
+    alsa-bench estimate --val v.npz --target t.npz --param alsa-g.rectify_quantile=0.05 --param alsa-g.n_anchors=500
     alsa-bench run --param alsa-e.space='"raw"' --param atc-mc.temperature_scaling=false
 
 ``VALUE`` is read as JSON when it parses (``0.9``, ``500``, ``true``, ``null``,
 ``["positions", "peaks"]``, ``"raw"``) and as a plain string otherwise (``alsa-g.space=raw``),
 so numbers, booleans and lists need no quoting. The parameters are checked at once, before any
 work starts, exactly as the Python API checks them: the method must exist, the name must be one
-of its parameters, and the value must pass the estimator's own validation (type and range).
+of its parameters, and the value must pass the estimator's own validation (type and range). A
+parameter that the chosen configuration ignores (``alsa-g.alpha`` under the default
+``threshold_rule="quantile"``, ``cot.batch_size`` outside ``mode="sampled"``) is accepted with a
+warning naming the condition under which it acts (``Param.acts``).
 In the benchmark they are part of each estimate's cache key and are stored with every row's
 ``params``.
 """
@@ -34,7 +37,7 @@ def _value(text: str) -> Any:
 
 
 def parse_param_options(options: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """Turn ``["alsa-g.alpha=0.9", ...]`` into ``{"alsa-g": {"alpha": 0.9}, ...}``.
+    """Turn ``["alsa-g.n_anchors=500", ...]`` into ``{"alsa-g": {"n_anchors": 500}, ...}``.
 
     Parameters
     ----------
@@ -54,8 +57,9 @@ def parse_param_options(options: Iterable[str]) -> dict[str, dict[str, Any]]:
 
     Examples
     --------
-    >>> parse_param_options(["alsa-g.alpha=0.9", "alsa-g.space=raw", "cot.mode=\\"sampled\\""])
-    {'alsa-g': {'alpha': 0.9, 'space': 'raw'}, 'cot': {'mode': 'sampled'}}
+    >>> parse_param_options(["alsa-g.rectify_quantile=0.05", "alsa-g.space=raw",
+    ...                      "cot.mode=\\"sampled\\""])
+    {'alsa-g': {'rectify_quantile': 0.05, 'space': 'raw'}, 'cot': {'mode': 'sampled'}}
     """
     out: dict[str, dict[str, Any]] = {}
     for option in options:
@@ -63,7 +67,7 @@ def parse_param_options(options: Iterable[str]) -> dict[str, dict[str, Any]]:
         method, dot, name = key.strip().rpartition(".")
         if not sep or not dot or not method or not name.strip():
             raise ValueError(
-                f"--param must look like METHOD.NAME=VALUE (e.g. alsa-g.alpha=0.9); got "
+                f"--param must look like METHOD.NAME=VALUE (e.g. alsa-g.n_anchors=500); got "
                 f"{option!r}."
             )
         out.setdefault(method, {})[name.strip()] = _value(text.strip())

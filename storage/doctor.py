@@ -21,17 +21,27 @@ check              what it looks for
 ``stale-lock``     the owner record of a process that died holding the state lock
 =================  ==========================================================================
 
-With ``repair=True`` the findings marked repairable are fixed: temporary files, staging folders,
-corrupt cache records, damaged checkpoints and damaged Parquet results are deleted (the
-pipeline recomputes each on the next run), and a stale lock record is cleared. The database is
-never deleted or rewritten: its findings say which command rebuilds or migrates it.
+The ``database`` check reads every value of every table (:func:`storage.db.scan_every_block`),
+so damage inside the file (a block whose checksum fails) is found, not only a bad header.
+
+With ``repair=True`` the findings marked repairable are fixed: temporary files and staging
+folders are deleted; corrupt cache records, damaged checkpoints and damaged Parquet results are
+moved to ``<state>/quarantine/`` (:func:`quarantine`; the pipeline recomputes each on the next
+run), and a stale lock record is cleared. A damaged database file (and its write-ahead log) is
+moved to ``quarantine/`` too, its bytes untouched: the next ``alsa-bench run`` with the same
+options creates a new one and re-ingests the content-addressed results under ``results/``
+(every cached extract and estimate stage ingests its file into a database that lacks it), and
+recomputes whatever is missing. A database that is merely old, newer, or holds duplicates is
+never rewritten: its findings say which command migrates or rebuilds it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
+import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -40,13 +50,21 @@ from typing import Any
 
 import duckdb
 
-from .db import corrupt_error, corruption_reason, is_lock_error
+from .db import corrupt_error, corruption_reason, is_lock_error, scan_every_block
 from .errors import SchemaVersionError
 from .hashing import file_sha256
 from .lock import LockRecord
 from .schema import MIGRATIONS, SCHEMA_VERSION, read_schema_version
 
-__all__ = ["NATURAL_KEYS", "DoctorReport", "Finding", "examine"]
+__all__ = [
+    "NATURAL_KEYS", "QUARANTINE", "DoctorReport", "Finding", "examine", "quarantine",
+    "sweep_cache_records", "sweep_temp_files",
+]
+
+logger = logging.getLogger("storage.doctor")
+
+#: Folder of the state folder that damaged files are moved to (never deleted).
+QUARANTINE = "quarantine"
 
 #: Natural key of every table: a row repeated on these columns is a duplicate.
 NATURAL_KEYS: dict[str, tuple[str, ...]] = {
@@ -245,8 +263,10 @@ def _open_read_only(db: Path) -> duckdb.DuckDBPyConnection:
 
 def _damaged(db: Path, reason: str) -> Finding:
     return Finding("database", str(db), str(corrupt_error(db, reason)).split("; ")[0],
-                   f"move it aside: mv {db} {db}.damaged, then rerun — the pipeline rebuilds "
-                   "it from cached checkpoints/results")
+                   f"move it aside: mv {db} {db}.damaged, then rerun `alsa-bench run` with the "
+                   "same options — it creates a new database and re-ingests the results under "
+                   "results/ (`alsa-bench doctor --repair` moves it to quarantine/)",
+                   repairable=True)
 
 
 def _database_findings(
@@ -272,6 +292,7 @@ def _database_findings(
                             "the doctor")], {}, None
         raise
     try:
+        scan_every_block(con)  # DuckDB checks each block's checksum as it reads it
         tables = _tables(con)
         try:
             found = read_schema_version(con)
@@ -377,9 +398,10 @@ def _leftover_findings(root: Path) -> list[Finding]:
                     "staging", str(top / name), "folder of an interrupted fetch or staging",
                     "delete it; the next fetch stages the dataset again", repairable=True,
                 ))
-        dirs[:] = [d for d in dirs if not d.startswith(".staging-")]
+        dirs[:] = [d for d in dirs if not d.startswith(".staging-")
+                   and not (top == root and d == QUARANTINE)]  # quarantined files are kept
         for name in sorted(files):
-            if name.startswith(".") and (name.endswith(".tmp") or name.startswith(".tmp-")):
+            if _is_temp_name(name):
                 findings.append(Finding(
                     "temp-file", str(top / name), "temporary file of a write that never "
                     "finished (the process was killed)", "delete it", repairable=True,
@@ -411,12 +433,142 @@ def _cache_findings(folder: Path, checked: dict[str, Any]) -> list[Finding]:
 
 
 # ---------------------------------------------------------------------------------- repair
-def _repair(finding: Finding) -> Finding:
+def quarantine(path: str | os.PathLike[str], state: str | os.PathLike[str], reason: str) -> Path:
+    """Move a damaged file out of the way, into ``<state>/quarantine/``, and log one line.
+
+    Nothing is deleted: the file keeps its bytes for inspection, under a name that says where
+    it came from (its path below ``state`` with ``/`` turned into ``__``, or its own name for a
+    file outside ``state``) and when (a UTC time stamp), so two damaged copies never collide.
+    A file that is already gone is not an error.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The damaged file.
+    state : str or path-like
+        The state folder (:func:`storage.paths.state_dir`).
+    reason : str
+        What is wrong with it, for the log line.
+
+    Returns
+    -------
+    Path
+        Where the file now lies (or would lie, had it still existed).
+    """
+    src, root = Path(path), Path(state)
+    try:
+        name = "__".join(src.resolve().relative_to(root.resolve()).parts)
+    except ValueError:  # outside the state folder (a results root elsewhere)
+        name = src.name
+    folder = root / QUARANTINE
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    target = folder / f"{stamp}.{name}"
+    n = 1
+    while target.exists():
+        n += 1
+        target = folder / f"{stamp}-{n}.{name}"
+    try:
+        os.replace(src, target)
+    except FileNotFoundError:
+        return target
+    except OSError:  # another file system: copy, then remove
+        shutil.copy2(src, target)
+        src.unlink(missing_ok=True)
+    logger.warning("quarantined %s (%s) as %s", src, reason, target)
+    return target
+
+
+def _is_temp_name(name: str) -> bool:
+    return name.startswith(".") and (name.endswith(".tmp") or name.startswith(".tmp-"))
+
+
+def sweep_temp_files(
+    state: str | os.PathLike[str], extra: tuple[str | os.PathLike[str], ...] = ()
+) -> list[Path]:
+    """Delete the temporary files that killed writers left in a state folder.
+
+    Writers (:func:`storage.results._publish`, :func:`tasks.data.files.atomic_target`) write
+    ``.tmp-*`` / ``.<name>.*.tmp`` files and rename them when done; a writer killed mid-write
+    (SIGKILL, a Dask worker that died) leaves one behind. Only call this while holding the
+    state folder's lock (:func:`storage.lock.state_lock`) and before any task of the run
+    starts: the lock guarantees that no live writer owns such a file then. The ``quarantine``
+    folder is left alone.
+
+    Parameters
+    ----------
+    state : str or path-like
+        The state folder.
+    extra : tuple of str or path-like, default ()
+        Further folders to sweep (a results root outside the state folder), only their
+        ``<kind>/`` sub-folders one level deep.
+
+    Returns
+    -------
+    list of Path
+        The files deleted.
+    """
+    removed: list[Path] = []
+    root = Path(state)
+    candidates: list[Path] = []
+    if root.is_dir():
+        for top, dirs, files in _walk(root):
+            dirs[:] = [d for d in dirs if not d.startswith(".staging-")
+                       and not (top == root and d == QUARANTINE)]
+            candidates.extend(top / name for name in files if _is_temp_name(name))
+    for folder in extra:
+        base = Path(folder)
+        if base.is_dir():
+            candidates.extend(p for p in base.glob("*/.*") if _is_temp_name(p.name))
+    for path in sorted(set(candidates)):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(path)
+        logger.info("removed %s, the temporary file of a write that was killed", path)
+    return removed
+
+
+def sweep_cache_records(
+    folder: str | os.PathLike[str], state: str | os.PathLike[str]
+) -> list[Path]:
+    """Quarantine the Prefect cache records in ``folder`` that do not deserialize.
+
+    A garbled record whose stage is called again is met and replaced by the stage itself; one
+    whose key is never asked again (its upstream result changed) would stay forever. Same
+    precondition as :func:`sweep_temp_files`: hold the state lock, run before any task.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        Prefect's result folder (``<state>/prefect-results``).
+    state : str or path-like
+        The state folder (the quarantine lies in it).
+
+    Returns
+    -------
+    list of Path
+        The records moved.
+    """
+    bad = _cache_findings(Path(folder), {})
+    for finding in bad:
+        quarantine(finding.path, state, finding.problem)
+    return [Path(f.path) for f in bad]
+
+
+def _repair(finding: Finding, root: Path) -> Finding:
     path = Path(finding.path)
     if finding.check == "staging":
         shutil.rmtree(path, ignore_errors=False)
-    elif finding.check != "stale-lock":  # the lock holder (the doctor) clears that record
+    elif finding.check == "temp-file":
         path.unlink(missing_ok=True)
+    elif finding.check == "database":
+        for part in (path, path.with_name(path.name + ".wal")):
+            if part.exists():
+                quarantine(part, root, finding.problem)
+    elif finding.check != "stale-lock":  # the lock holder (the doctor) clears that record
+        quarantine(path, root, finding.problem)
     return replace(finding, repaired=True)
 
 
@@ -470,7 +622,9 @@ def examine(
     findings += _result_findings(root / "results", ingested, checked)
     findings += _leftover_findings(root) if root.is_dir() else []
     findings += _cache_findings(root / "prefect-results", checked)
+    held = root / QUARANTINE
+    checked["quarantined"] = sum(1 for p in held.iterdir() if p.is_file()) if held.is_dir() else 0
     if repair:
-        findings = [_repair(f) if f.repairable else f for f in findings]
+        findings = [_repair(f, root) if f.repairable else f for f in findings]
     return DoctorReport(folder=str(root), findings=tuple(findings), checked=checked)
 

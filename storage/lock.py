@@ -321,7 +321,9 @@ def state_lock(
                 time.sleep(POLL_SECONDS)
         stale = _parse_record(_read_fd(fd))
         if stale is not None:
-            logger.warning(
+            # info, not warning: the caller reports it (StateLock.stale) in its own words, and
+            # an unconfigured logging's last-resort handler would print it a second time
+            logger.info(
                 "state folder %s: stale lock record of %s (it died without releasing); "
                 "taking the folder over", root, stale.describe(),
             )

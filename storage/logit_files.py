@@ -35,7 +35,7 @@ _LOGIT_COLUMN = re.compile(r"^logit_(\d+)$")
 
 
 def load_logit_file(
-    path: str | Path, *, require_labels: bool
+    path: str | Path, *, require_labels: bool, inputs: str = "logits"
 ) -> tuple[NDArray[np.float64], NDArray[np.int64] | None]:
     """Read logits (and labels, if present) from a ``.npz`` or ``.parquet`` file.
 
@@ -45,6 +45,13 @@ def load_logit_file(
         The file; its suffix selects the reader.
     require_labels : bool
         Raise if the file holds no labels (validation files need them; target files do not).
+    inputs : {"logits", "probabilities"}, default "logits"
+        What the file holds. ``"logits"`` refuses an array that reads as probabilities (every
+        row non-negative and summing to 1, or a binary column inside [0, 1]:
+        :func:`estimators._validation.looks_like_probabilities`) with a message saying how to
+        pass them; ``"probabilities"`` requires probabilities and returns their logits
+        (:func:`estimators.logits_from_probabilities`: ``log p``, or ``log p - log(1 - p)`` for
+        a binary column).
 
     Returns
     -------
@@ -56,8 +63,8 @@ def load_logit_file(
     ------
     ValueError
         If the file is missing, has an unsupported suffix, cannot be read, lacks the logits (or
-        required labels), holds ragged or non-numeric logits, or labels that are not integers
-        with one per row.
+        required labels), holds ragged or non-numeric logits, probabilities where logits are
+        expected (or the reverse), or labels that are not integers with one per row.
 
     Examples
     --------
@@ -68,6 +75,8 @@ def load_logit_file(
     >>> logits.shape, labels.tolist()
     ((3, 2), [0, 1, 1])
     """
+    if inputs not in ("logits", "probabilities"):
+        raise ValueError(f"inputs must be 'logits' or 'probabilities'; got {inputs!r}.")
     file = Path(path)
     if not file.exists():
         raise ValueError(f"{file}: file not found.")
@@ -83,7 +92,7 @@ def load_logit_file(
             f"{file}: unsupported file type {file.suffix or '(no suffix)'!r}; "
             f"expected one of {', '.join(SUPPORTED_SUFFIXES)}."
         )
-    logits = _as_logits(logits, file)
+    logits = _as_logits(logits, file, inputs)
     if labels is None:
         if require_labels:
             raise ValueError(
@@ -97,8 +106,12 @@ def load_logit_file(
 def _read_npz(file: Path) -> tuple[np.ndarray, np.ndarray | None]:
     try:
         archive = np.load(file, allow_pickle=False)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError) as exc:
-        raise ValueError(f"{file}: not a readable .npz archive: {exc}") from exc
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError):
+        # numpy's own message advises allow_pickle=True, which would run code from the file
+        raise ValueError(
+            f"{file}: not a readable .npz archive; expected a zip of named numeric arrays as "
+            "written by np.savez(path, logits=..., labels=...)."
+        ) from None
     if not isinstance(archive, np.lib.npyio.NpzFile):
         raise ValueError(
             f"{file}: expected an .npz archive of named arrays (np.savez); "
@@ -111,8 +124,11 @@ def _read_npz(file: Path) -> tuple[np.ndarray, np.ndarray | None]:
         try:
             logits = archive["logits"]
             labels = archive["labels"] if "labels" in names else None
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"{file}: cannot read the arrays: {exc}") from exc
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile):
+            raise ValueError(
+                f"{file}: cannot read the arrays 'logits'/'labels'; they must be numeric arrays "
+                "saved with np.savez (object arrays and damaged entries are refused)."
+            ) from None
     return logits, labels
 
 
@@ -191,12 +207,26 @@ def _read_parquet(file: Path) -> tuple[np.ndarray, np.ndarray | None]:
     return np.column_stack(blocks), labels
 
 
-def _as_logits(array: np.ndarray, file: Path) -> NDArray[np.float64]:
+def _as_logits(array: np.ndarray, file: Path, inputs: str = "logits") -> NDArray[np.float64]:
+    from estimators._validation import (
+        logits_from_probabilities,
+        looks_like_probabilities,
+        probabilities_message,
+    )
+
     if array.dtype == object or not (np.issubdtype(array.dtype, np.number)
                                      or array.dtype == bool):
         raise ValueError(f"{file}: logits must be numeric; got dtype {array.dtype}.")
     if np.issubdtype(array.dtype, np.complexfloating):
         raise ValueError(f"{file}: logits must be real-valued; got dtype {array.dtype}.")
+    if array.size and array.ndim <= 2:
+        if inputs == "probabilities":
+            array = logits_from_probabilities(array, f"{file}: logits (--inputs probabilities)")
+        elif looks_like_probabilities(array):
+            raise ValueError(
+                probabilities_message(f"{file}: logits", array.shape)
+                + " Or tell alsa-bench estimate --inputs probabilities."
+            )
     if array.ndim == 1 or (array.ndim == 2 and array.shape[1] == 1):
         if array.shape[0] == 0:
             raise ValueError(f"{file}: logits has no rows.")

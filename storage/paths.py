@@ -8,6 +8,8 @@ Everything a run produces lives under it, so deleting the folder resets the benc
         checkpoints/        trained classifiers, one file per run, named by run key
         prefect-results/    Prefect's task cache records
         reports/            human-readable reports, one folder per run name
+        results/            content-addressed Parquet results (storage/results.py)
+        quarantine/         damaged files moved aside by a run or `doctor --repair`
         .lock               the state lock and its owner record (storage/lock.py)
 
 Reports go to ``<state>/reports/<run>/``, so two state folders used from one working directory

@@ -11,8 +11,13 @@ and the single writer (the flow process) ingests it with :func:`ingest`: the nam
 against the bytes, then the run's partition is replaced in **one** transaction with the
 ordinary writers (:func:`storage.logits.write_split`, :func:`storage.estimates.write_estimates`,
 :func:`storage.anchors.write_anchors`) and the hash is recorded in the ``ingested`` table
-(schema v3, :mod:`storage.schema`; one row per file ever ingested; the latest ``ingested_at`` of
-a ``(kind, run_key)`` is the file the database currently holds). Ingesting the file that is already current changes nothing.
+(schema v3, :mod:`storage.schema`; one row per file whose rows the database holds; the latest
+``ingested_at`` of a ``(kind, run_key)`` is the file ingested last). Ingesting the file that is
+already current changes nothing. A file whose every row a newer ingest replaced (the run's
+earlier logits file of the same content, e.g. one recomputed by healing; an earlier estimates
+file of the same methods, and the anchors file only it named; a file gone from disk) loses its ``ingested`` row and is deleted, so the
+results folder and ``ingested`` hold one file per distinct content the database holds, however
+often a stage was recomputed.
 
 The root is ``results_root`` when given, else ``$ALSA_BENCH_RESULTS``, else ``results/`` beside
 the database file. It can be any folder every worker and the flow process see (NFS, a cluster
@@ -29,6 +34,7 @@ keys. The bytes depend on the pyarrow version (it names itself in the footer).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -60,6 +66,7 @@ __all__ = [
     "LogitsContent",
     "ResultCorruptError",
     "ResultFile",
+    "anchors_named",
     "current_file",
     "file_sha256",
     "ingest",
@@ -91,6 +98,9 @@ PARQUET_OPTIONS: Final[dict[str, Any]] = {
     "store_schema": True,
 }
 _META_KEY: Final[bytes] = b"alsa_bench"
+
+
+logger = logging.getLogger("storage.results")
 
 
 class ResultCorruptError(StorageError):
@@ -657,8 +667,18 @@ def ingest(con: duckdb.DuckDBPyConnection, path: str | Path) -> bool:
         estimates = read_estimates_file(p)
         run_key = estimates.run_key
     now = _ingest_time(con, kind, run_key)
+    root = p.parent.parent
+    if kind == "logits":
+        stale = _superseded_logits(con, root, run_key, sha, p)
+    else:
+        stale = _superseded_estimates(con, root, run_key, sha, estimates)
     joined: Any = _JoinedConnection(con)
     with transaction(con):
+        for old_sha, old_kind in stale:
+            con.execute(
+                "DELETE FROM ingested WHERE sha256 = ? AND kind = ? AND run_key = ?",
+                [old_sha, old_kind, run_key],
+            )
         records = [(sha, kind)]
         if kind == "logits":
             upsert_run(con, logits.run)
@@ -679,5 +699,108 @@ def ingest(con: duckdb.DuckDBPyConnection, path: str | Path) -> bool:
                 [digest, what, run_key, now],
             )
     checkpoint(con)
+    for old_sha, old_kind in stale:  # after the commit: the database no longer names them
+        old_path = root / old_kind / f"{old_sha}.parquet"
+        if old_path.is_file():
+            old_path.unlink(missing_ok=True)
+            logger.info("removed %s: every row it held was replaced by %s", old_path, p.name)
     return True
+
+
+def _content_meta(path: Path) -> dict[str, Any] | None:
+    """A logits file's footer without what varies between equal computations (timings)."""
+    try:
+        raw = (pq.read_schema(path).metadata or {}).get(_META_KEY)
+        meta = json.loads(raw.decode("utf-8")) if raw is not None else None
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get("run"), dict):
+        return None
+    run = {k: v for k, v in meta["run"].items() if k not in ("train_seconds", "code_version")}
+    return {**meta, "run": run}
+
+
+def _superseded_logits(
+    con: duckdb.DuckDBPyConnection, root: Path, run_key: str, sha: str, new: Path
+) -> list[tuple[str, str]]:
+    """Earlier logits files of the run that the new one replaces for good: gone from disk, or
+    the same content (same run, checkpoint and splits; only the recorded training time
+    differs, as after a recomputed stage). A file of other content stays on record, so that
+    ingesting it again brings its partition back."""
+    rows = con.sql(
+        "SELECT sha256 FROM ingested WHERE kind = 'logits' AND run_key = ? AND sha256 <> ?",
+        params=[run_key, sha],
+    ).fetchall()
+    mine = _content_meta(new)
+    stale = []
+    for (old,) in rows:
+        path = root / "logits" / f"{old}.parquet"
+        if not path.is_file() or (mine is not None and _content_meta(path) == mine):
+            stale.append((old, "logits"))
+    return stale
+
+
+def _estimate_keys(path: Path) -> set[tuple[str, str]] | None:
+    """The (split, method) pairs of an estimates file, or None if it cannot be read."""
+    try:
+        table = pq.read_table(path, columns=["split", "method"])
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    return set(zip(table.column("split").to_pylist(), table.column("method").to_pylist(),
+                   strict=True))
+
+
+def anchors_named(path: str | Path) -> str | None:
+    """The SHA-256 of the anchors file an estimates file names in its footer.
+
+    Parameters
+    ----------
+    path : str or Path
+        An estimates file.
+
+    Returns
+    -------
+    str or None
+        None if it names none or its footer cannot be read.
+    """
+    try:
+        raw = (pq.read_schema(path).metadata or {}).get(_META_KEY)
+        meta = json.loads(raw.decode("utf-8")) if raw is not None else None
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    named = meta.get("anchors") if isinstance(meta, dict) else None
+    return named if isinstance(named, str) else None
+
+
+def _superseded_estimates(
+    con: duckdb.DuckDBPyConnection, root: Path, run_key: str, sha: str,
+    content: EstimatesContent,
+) -> list[tuple[str, str]]:
+    """Earlier estimates (and anchors) files of the run whose every row the new file replaces.
+
+    An estimates ingest replaces the run's rows of the (split, method) pairs it holds, so an
+    earlier file whose pairs are all among them (a re-run of the same methods) is no longer
+    held by the database; one with other methods (an ablation's variants) still is. A file
+    that is gone (quarantined, deleted) is no longer held either. An anchors file is held while
+    a held estimates file names it.
+    """
+    new_keys = {(r.split, r.method) for r in content.rows}
+    rows = con.sql(
+        "SELECT sha256, kind FROM ingested WHERE run_key = ? AND kind IN ('estimates', "
+        "'anchors') AND sha256 <> ?",
+        params=[run_key, sha],
+    ).fetchall()
+    stale: list[tuple[str, str]] = []
+    named = {content.anchors_sha256}
+    for old, what in rows:
+        if what != "estimates":
+            continue
+        path = root / "estimates" / f"{old}.parquet"
+        keys = _estimate_keys(path) if path.is_file() else set()
+        if keys is not None and keys <= new_keys:
+            stale.append((old, "estimates"))
+        else:
+            named.add(anchors_named(path))
+    stale += [(old, "anchors") for old, what in rows if what == "anchors" and old not in named]
+    return stale
 

@@ -36,8 +36,17 @@ def rng() -> np.random.Generator:
 
 @pytest.fixture
 def state_home(tmp_path, monkeypatch):
-    """A fresh, empty ``ALSA_BENCH_HOME`` for one test."""
+    """A fresh, empty ``ALSA_BENCH_HOME`` for one test, with Prefect's result records inside it.
+
+    Cache keys hold no absolute path (a state folder can move), so two tests' folders would
+    share records in one session-wide records folder: each test gets its own.
+    """
+    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+
     home = tmp_path / "state"
+    records = home / "prefect-results"
     monkeypatch.setenv("ALSA_BENCH_HOME", str(home))
     monkeypatch.setenv("ALSA_BENCH_REPORTS", str(tmp_path / "reports"))
-    return home
+    monkeypatch.setenv("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(records))
+    with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(records)}):
+        yield home

@@ -20,7 +20,6 @@ covers fails :func:`test_every_product_module_has_a_layer`, so the table stays c
 from __future__ import annotations
 
 import ast
-from collections import defaultdict
 from pathlib import Path
 
 import pytest

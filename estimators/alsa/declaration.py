@@ -7,7 +7,7 @@ their defaults and checks from here; ``docs/ESTIMATORS.md`` renders the table fr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from ..params import Param, validate_params
@@ -107,6 +107,27 @@ def _resolve_device(device: Any, owner: str = "ALSA") -> str:
 
 
 
+def _paper_cut_off(v: Mapping[str, Any]) -> bool:
+    return bool(v["threshold_rule"] == "paper" and v["rectify"] != "none")
+
+
+def _alpha_acts(v: Mapping[str, Any], n_val: int) -> bool:
+    return _paper_cut_off(v) or v["variance_mean"] == "auto"
+
+
+def _unfrozen(group: str) -> Callable[[Mapping[str, Any], int], bool]:
+    def active(v: Mapping[str, Any], n_val: int) -> bool:
+        try:
+            return group not in normalize_freeze(v["freeze"])
+        except ValueError:
+            return True
+    return active
+
+
+def _n_fit(v: Mapping[str, Any], n_val: int) -> int:
+    return min(int(v["max_fit_rows"]), n_val // 2) if n_val > int(v["max_fit_rows"]) else n_val
+
+
 def _check_freeze(value: Any, owner: str) -> None:
     normalize_freeze(value, owner)
 
@@ -126,12 +147,19 @@ ALSA_PARAMS: tuple[Param, ...] = (
           low=1, special=("auto",)),
     Param("alpha", "float", 0.95, "Confidence interval of the paper's rectification cut-off "
           "(App. E).", low=0.0, high=1.0, low_open=True, high_open=True,
-          acts='threshold_rule="paper", rectify="kernel" or variance_mean="auto"'),
-    Param("max_epochs", "int", 500, "Cap on full-batch updates (reaching it warns).", low=0),
+          acts='threshold_rule="paper" (rectify other than "none") or variance_mean="auto"',
+          active=_alpha_acts,
+          instead='threshold_rule="quantile" sets the cut-off from rectify_quantile'),
+    Param("max_epochs", "int", 500, "Cap on full-batch updates (reaching it warns).", low=0,
+          acts='stop_rule="paper" or "crossing", or max_epochs < min_epochs',
+          active=lambda v, n: v["stop_rule"] != "fixed" or int(v["max_epochs"]) < int(
+              v["min_epochs"]),
+          instead='stop_rule="fixed" performs exactly min_epochs updates'),
     Param("seed", "int", 0, "Seeds anchor sampling, variance initialisation and the folds.",
           low=0),
     Param("device", "any", "auto", 'Torch device: "auto" (CUDA when available), "cpu", "cuda" '
-          'or "cuda:<i>".', check=_check_device, accepts='`"auto"` or a torch device string'),
+          'or "cuda:<i>".', check=_check_device, accepts='`"auto"` or a torch device string',
+          affects="speed"),
     Param("freeze", "any", (), "Groups kept at their initial values (the paper's ablation).",
           check=_check_freeze,
           accepts='str or sequence of `"positions"`, `"peaks"`, `"variances"`'),
@@ -144,14 +172,20 @@ ALSA_PARAMS: tuple[Param, ...] = (
           "kernel's default (1 G, 0.5 E).", low=0.0, special=(None,)),
     Param("optimizer", "choice", "adam", "Full-batch optimiser.", choices=OPTIMIZERS),
     Param("lr_positions", "float", 0.01, "Learning rate of the positions (in units of the "
-          "median validation logit norm).", low=0.0, low_open=True),
-    Param("lr_peaks", "float", 0.1, "Learning rate of the peaks.", low=0.0, low_open=True),
+          "median validation logit norm).", low=0.0, low_open=True,
+          acts='freeze without "positions"', active=_unfrozen("positions"),
+          instead="the positions are frozen"),
+    Param("lr_peaks", "float", 0.1, "Learning rate of the peaks.", low=0.0, low_open=True,
+          acts='freeze without "peaks"', active=_unfrozen("peaks"),
+          instead="the peaks are frozen"),
     Param("lr_variances", "float", 0.1, "Learning rate of the variances.", low=0.0,
-          low_open=True),
+          low_open=True, acts='freeze without "variances"', active=_unfrozen("variances"),
+          instead="the variances are frozen"),
     Param("min_epochs", "int", 100, 'Updates performed (stop_rule="fixed"), or before the '
           "stopping rule may fire.", low=0),
     Param("tol", "float", 1e-5, "The paper's epsilon in eq. (10).", low=0.0, low_open=True,
-          acts='stop_rule="paper" or "crossing"'),
+          acts='stop_rule="paper" or "crossing"', active=lambda v, n: v["stop_rule"] != "fixed",
+          instead='stop_rule="fixed" performs exactly min_epochs updates'),
     Param("rectify", "choice", "per-anchor", "Rectification test: every anchor's |p_j K_j| "
           "(App. E), |I| (eq. 8 literally), every K_j, or none.", choices=RECTIFY_MODES),
     Param("space", "choice", DEFAULT_SPACE, "Space of the anchors (`canonical_logits`); "
@@ -162,21 +196,34 @@ ALSA_PARAMS: tuple[Param, ...] = (
           "holds exactly (False: the paper's b = 0)."),
     Param("anchor_sampling", "choice", "stratified", "Initial anchor rows: proportional to the "
           "(predicted class, correct) cells, or uniform.", choices=SAMPLINGS),
-    Param("gradient", "choice", "analytic", "Closed-form gradients or torch autograd.",
-          choices=GRADIENTS),
+    Param("gradient", "choice", "analytic", "Closed-form gradients or torch autograd (the same "
+          "maths; the closed form is 4-11x faster).", choices=GRADIENTS, affects="speed"),
     Param("chunk_size", "int", None, "Rows per block; None: about 2**19 (CPU) or 2**24 (CUDA) "
-          "rows x anchors elements.", low=1, special=(None,)),
+          "rows x anchors elements.", low=1, special=(None,), affects="speed"),
     Param("n_threads", "int", None, "Torch intra-op threads during fit and estimate (restored "
-          "afterwards); None leaves torch's setting.", low=1, special=(None,)),
+          "afterwards); None: chosen for the work size and the idle cores, at most torch's "
+          "setting (`estimators.threads`).", low=1, special=(None,), affects="speed"),
     Param("threshold_rule", "choice", "quantile", "Rectification cut-off: a quantile over "
           "held-out in-distribution rows (size invariant), or the paper's eq. (23).",
           choices=THRESHOLD_RULES),
     Param("rectify_quantile", "float", DEFAULT_RECTIFY_QUANTILE, "In-distribution fraction "
-          "rectified.", low=0.0, high=1.0, high_open=True, acts='threshold_rule="quantile"'),
+          "rectified.", low=0.0, high=1.0, high_open=True,
+          acts='threshold_rule="quantile" (rectify other than "none")',
+          active=lambda v, n: v["threshold_rule"] == "quantile" and v["rectify"] != "none",
+          instead='the cut-off is eq. (23) of threshold_rule="paper" (alpha and peak), or '
+                  'rectify="none" rectifies nothing'),
     Param("max_fit_rows", "int", MAX_FIT_ROWS, "Above this many validation rows, train on a "
-          "random min(max_fit_rows, n // 2) of them.", low=2),
+          "random min(max_fit_rows, n // 2) of them.", low=2,
+          acts="more validation rows than the smaller of max_fit_rows and 10,000 (the default)",
+          active=lambda v, n: n > min(int(v["max_fit_rows"]), MAX_FIT_ROWS),
+          instead="every validation row is a training row either way"),
     Param("max_reference_rows", "int", MAX_REFERENCE_ROWS, "At most this many of the remaining "
-          "rows set the cut-off and the offset.", low=2),
+          "rows set the cut-off and the offset.", low=2,
+          acts="more held-out rows (validation rows not trained on) than the smaller of "
+               "max_reference_rows and 100,000 (the default)",
+          active=lambda v, n: n > int(v["max_fit_rows"]) and n - _n_fit(v, n) > min(
+              int(v["max_reference_rows"]), MAX_REFERENCE_ROWS),
+          instead="every held-out row is a reference row either way"),
 )
 
 #: Each parameter's default, by name (the shared class :class:`~estimators.alsa.ALSA`'s).

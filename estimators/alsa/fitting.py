@@ -213,7 +213,9 @@ def fit_alsa_anchors(
     device : str, default "auto"
         ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:<i>"``.
     n_threads : int or None, default None
-        Torch intra-op threads during the fit (restored afterwards); None leaves torch's setting.
+        Torch intra-op threads during the fit (restored afterwards); None: the count
+        :func:`estimators.threads.auto_threads` picks for ``n * k`` (rows x anchors) and the idle
+        cores, never more than torch's setting.
     rectify : {"per-anchor", "total", "kernel", "none"}, default "per-anchor"
         The rectification test (:func:`alsa_predict`) whose cut-off ``threshold_rule`` fits.
     threshold_rule : {"quantile", "paper"}, default "quantile"
@@ -382,7 +384,7 @@ def _fit_rows_impl(
 
     t0 = time.perf_counter()
     chunk = _auto_chunk(k, chunk_size, dev)
-    with _torch_threads(n_threads):
+    with _torch_threads(n_threads, n * k):
         U = _k.unit_rows(torch.as_tensor(zc, dtype=torch.float32, device=dev), center=False)
         y = torch.as_tensor(correct, dtype=torch.float32, device=dev)
         A = torch.as_tensor(a0, device=dev).clone()

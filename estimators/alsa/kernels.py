@@ -472,7 +472,8 @@ def cosine_distance(
         space = "centered"
     check_in_choices(space, "space", "cosine_distance", SPACES)
     z = canonical_logits(check_logits(logits, "logits"), space, tau)
-    a = check_logits(positions, "positions", n_classes=z.shape[1], allow_binary=False)
+    a = check_logits(positions, "positions", n_classes=z.shape[1], allow_binary=False,
+                     reject_probabilities=False)
     if space == "centered":
         a = a - a.mean(axis=1, keepdims=True)
     zn = z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), NORM_EPS)

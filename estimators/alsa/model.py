@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._validation import check_in_choices, check_logits
+from ..threads import torch_threads
 from . import kernels as _k
 from .declaration import ALSA_DEFAULTS, Kernel, RectifyMode, _resolve_device, check_alsa_params
 from .kernels import kernel_alpha_value, rectification_threshold
@@ -23,20 +24,12 @@ _BLOCK_ELEMENTS = 1 << 19
 _BLOCK_ELEMENTS_CUDA = 1 << 24
 
 
-@contextlib.contextmanager
-def _torch_threads(n_threads: int | None) -> Iterator[None]:
-    """Set torch's intra-op thread count for the block only, then restore it."""
-    import torch
-
-    if n_threads is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(int(n_threads))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+def _torch_threads(
+    n_threads: int | None, work: int = 0
+) -> contextlib.AbstractContextManager[int]:
+    """Torch's intra-op threads for the block only: ``n_threads``, or (None) the count
+    :func:`estimators.threads.auto_threads` picks for ``work`` (rows x anchors per pass)."""
+    return torch_threads(n_threads, work)
 
 
 def _auto_chunk(n_anchors: int, chunk_size: int | None, device: str = "cpu") -> int:
@@ -245,6 +238,7 @@ def alsa_predict(
     chunk_size : int or None, default None
     device : str, default "auto"
     n_threads : int or None, default None
+        Torch threads; None: :func:`estimators.threads.auto_threads` for ``n * k``.
     """
     import torch
 
@@ -299,7 +293,7 @@ def alsa_predict(
     infl = np.empty(n, dtype=np.float64)
     q_raw = np.empty(n, dtype=np.float64)
     rect = np.empty(n, dtype=bool)
-    with _torch_threads(n_threads), torch.no_grad():
+    with _torch_threads(n_threads, n * k), torch.no_grad():
         A = torch.as_tensor(positions, device=dev)
         W = _k.unit_rows(A, center=anchors.space == "centered")
         p = torch.as_tensor(np.asarray(anchors.peaks, dtype=np.float32), device=dev)

@@ -28,6 +28,20 @@ under the data root ``<root>`` (default ``$ALSA_BENCH_HOME/data``):
    way. On any failure the staging folder is removed, so a half-extracted dataset never looks
    complete.
 
+A dataset module may adjust these steps with three optional names (ogbn-arxiv uses all three):
+
+* ``fetch_sources()`` returns the ``RemoteFile`` tuple to fetch, resolved when the fetch runs
+  (ogbn-arxiv asks ogb's master table for the release URL) instead of ``DatasetSpec.sources``;
+* ``ARCHIVE_FOLDERS`` maps an archive's file name to the single top-level folder the release
+  packs everything into; that folder's *contents* are installed into ``<root>/<dest>`` (ogb's
+  ``arxiv.zip`` holds ``arxiv/``, which ogb itself renames to ``ogbn_arxiv/``);
+* ``verify_fetched(root)`` runs once every source is installed: the dataset's own safe reader
+  checks the files (it raises ValueError or OSError); on failure the completion markers are
+  removed and :class:`FetchError` says what was wrong.
+
+A download shows a byte progress bar (:func:`tasks.runtime.progress.progress_bar`) on a terminal
+and nothing in logs, pipes or Prefect/Dask workers.
+
 A source whose marker matches its pinned checksums is skipped without touching the network;
 ``force=True`` downloads and installs it again. Errors are one line (:class:`FetchError`,
 :class:`~tasks.data.errors.ChecksumError`): what failed, where, and what to do.
@@ -50,12 +64,11 @@ import shutil
 import stat
 import sys
 import tarfile
-import time
 import urllib.error
 import urllib.request
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,6 +80,7 @@ from tasks.data.errors import ChecksumError, DatasetUnavailableError
 from tasks.data.files import atomic_target
 from tasks.data.datasets._online import fetch_hint
 from tasks.data.spec import DatasetSpec, RemoteFile
+from tasks.runtime.progress import progress_bar
 
 try:  # advisory file locks (POSIX); without them concurrent fetches are not guarded
     import fcntl
@@ -141,7 +155,8 @@ def fetch_dataset(
     force : bool, default False
         Download and install again even where the completion marker says the file is done.
     progress : bool, default True
-        Print the progress of each download on stderr (at most once a second).
+        Show a byte progress bar per download on stderr, on a terminal only (never in logs,
+        pipes, Prefect tasks or Dask workers; see :mod:`tasks.runtime.progress`).
     timeout : float, default 60
         Socket timeout in seconds for connecting and for each read.
 
@@ -160,7 +175,11 @@ def fetch_dataset(
         If the dataset declares no ``sources`` (offline, or fetched with another tool).
     FetchError
         Network, HTTP, interrupted transfer (the ``.part`` is kept to resume), oversized file,
-        truncated archive or unsafe member.
+        truncated archive, unsafe member, an archive not in the release's folder layout, or
+        installed files that the dataset's reader refuses.
+    DatasetUnavailableError
+        If the dataset module's ``fetch_sources()`` cannot say what to download (ogbn-arxiv
+        without the ``ogb`` package).
     ChecksumError
         If a downloaded file does not match its pinned checksum (it is deleted).
     """
@@ -168,15 +187,62 @@ def fetch_dataset(
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f"timeout must be a number of seconds > 0; got {timeout!r}.")
     base = Path(root) if root is not None else data_dir()
-    if not spec.sources:
+    module = sys.modules.get(spec.module)
+    sources = _sources_of(spec, module)
+    if not sources:
         raise NothingToFetchError(_nothing_to_fetch(spec, base))
-    report = _progress_printer(name) if progress else None
+    folders = _archive_folders(spec, module)
     installed = []
-    for remote in spec.sources:
+    for remote in sources:
         installed.append(
-            _fetch_one(name, remote, base, force=force, report=report, timeout=float(timeout))
+            _fetch_one(name, remote, base, force=force, progress=progress,
+                       timeout=float(timeout), folder=folders.get(remote.filename))
         )
+    _verify_installed(spec, module, base, sources)
     return installed
+
+
+def _sources_of(spec: DatasetSpec, module: Any) -> tuple[RemoteFile, ...]:
+    """The module's ``fetch_sources()`` when it has one, else ``spec.sources``."""
+    resolve = getattr(module, "fetch_sources", None)
+    if not callable(resolve):
+        return tuple(spec.sources)
+    sources = tuple(resolve())
+    bad = [s for s in sources if not isinstance(s, RemoteFile)]
+    if bad:
+        raise TypeError(f"fetch_sources() of {spec.module} must return RemoteFile objects; got "
+                        f"{type(bad[0]).__name__}.")
+    return sources
+
+
+def _archive_folders(spec: DatasetSpec, module: Any) -> Mapping[str, str]:
+    """The module's ``ARCHIVE_FOLDERS`` (archive file name -> its one top folder), checked."""
+    folders = getattr(module, "ARCHIVE_FOLDERS", None) or {}
+    if not isinstance(folders, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and v and _unsafe_path(v) is None
+        and "/" not in v.strip("/") for k, v in folders.items()
+    ):
+        raise ValueError(f"ARCHIVE_FOLDERS of {spec.module} must map archive file names to one "
+                         f"plain folder name each; got {folders!r}.")
+    return folders
+
+
+def _verify_installed(spec: DatasetSpec, module: Any, root: Path,
+                      sources: tuple[RemoteFile, ...]) -> None:
+    """Run the module's ``verify_fetched(root)``; on failure drop the markers and say why."""
+    verify = getattr(module, "verify_fetched", None)
+    if not callable(verify):
+        return
+    try:
+        verify(root)
+    except (OSError, ValueError) as exc:
+        for remote in sources:  # the next fetch installs again instead of trusting the files
+            marker_path(root, remote).unlink(missing_ok=True)
+        raise FetchError(
+            f"{spec.name} was downloaded and unpacked under {str(root)!r} but its reader refuses "
+            f"the files ({' '.join(str(exc).split())}); run `{fetch_hint(spec.name)} --force`, "
+            f"and if it fails the same way the release changed: check the dataset module."
+        ) from exc
 
 
 def _fetch_one(
@@ -185,8 +251,9 @@ def _fetch_one(
     root: Path,
     *,
     force: bool,
-    report: Callable[[str, int, int | None], None] | None,
+    progress: bool,
     timeout: float,
+    folder: str | None = None,
 ) -> Path:
     dest = _dest_folder(root, remote)
     target = dest if _is_archive(remote) else dest / remote.filename
@@ -204,11 +271,11 @@ def _fetch_one(
             except ChecksumError as exc:  # a stale or damaged earlier download: fetch it again
                 logger.warning("%s; downloading it again", exc)
         if digests is None:
-            digests = download_file(remote, downloaded, dataset=name, report=report,
+            digests = download_file(remote, downloaded, dataset=name, progress=progress,
                                     timeout=timeout)
         marker_path(root, remote).unlink(missing_ok=True)
         if _is_archive(remote):
-            _install_archive(name, remote, downloaded, root, dest)
+            _install_archive(name, remote, downloaded, root, dest, folder=folder)
         else:
             _install_entries(root, {remote.filename: downloaded}, dest)
         _write_marker(remote, dest, digests)
@@ -243,6 +310,7 @@ def download_file(
     dataset: str = "",
     report: Callable[[str, int, int | None], None] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    progress: bool = False,
 ) -> dict[str, str]:
     """Download ``remote`` to ``final``, resuming ``final + '.part'``, and verify it.
 
@@ -258,6 +326,9 @@ def download_file(
         ``report(filename, bytes_so_far, total_or_None)``, called as chunks arrive.
     timeout : float, default 60
         Socket timeout in seconds.
+    progress : bool, default False
+        Show a byte progress bar (from the resumed offset on), on a terminal only
+        (:func:`tasks.runtime.progress.progress_bar`).
 
     Returns
     -------
@@ -282,14 +353,16 @@ def download_file(
         offset = 0
     again = f"`{fetch_hint(dataset)}`" if dataset else "the fetch again"
     if remote.size is None or offset < remote.size:
+        fields = {"again": again, "report": report, "timeout": timeout, "progress": progress,
+                  "dataset": dataset}
         try:
-            _transfer(remote, part, offset, again=again, report=report, timeout=timeout)
+            _transfer(remote, part, offset, **fields)
         except _NothingAfterOffset:
             # the server has no byte after the .part: it is complete, or it is not this file
             try:
                 return _finish(part, final, remote, dataset)
             except ChecksumError:  # not this file (and now deleted): download it afresh
-                _transfer(remote, part, 0, again=again, report=report, timeout=timeout)
+                _transfer(remote, part, 0, **fields)
     return _finish(part, final, remote, dataset)
 
 
@@ -308,6 +381,8 @@ def _transfer(
     again: str,
     report: Callable[[str, int, int | None], None] | None,
     timeout: float,
+    progress: bool = False,
+    dataset: str = "",
 ) -> None:
     """Append the rest of ``remote`` to ``part`` (from ``offset``), or rewrite it from zero."""
     response = _open(remote, offset, again=again, timeout=timeout, part=part)
@@ -320,15 +395,23 @@ def _transfer(
         length = response.headers.get("Content-Length")
         expected = offset + int(length) if length and length.isdigit() else remote.size
         done = offset
+        total = remote.size or expected
+        logger.info("%s: downloading %s from byte %d of %s", dataset or "fetch", remote.url,
+                    offset, total if total is not None else "?")
+        label = f"fetch {dataset}: {remote.filename}" if dataset else remote.filename
         try:
-            with open(part, "ab" if resumed else "wb") as out:
+            with open(part, "ab" if resumed else "wb") as out, progress_bar(
+                total=total, initial=offset, desc=label, unit="B", unit_scale=True,
+                enabled=progress,
+            ) as bar:
                 while chunk := response.read(_CHUNK):
                     out.write(chunk)
                     done += len(chunk)
                     if remote.size is not None and done > remote.size:
                         break
+                    bar.update(len(chunk))
                     if report is not None:
-                        report(remote.filename, done, remote.size or expected)
+                        report(remote.filename, done, total)
         except (http.client.HTTPException, OSError) as exc:
             raise FetchError(
                 f"download of {remote.filename!r} from {remote.url} was interrupted after "
@@ -578,7 +661,8 @@ def extract_archive(archive: Path, folder: Path) -> None:
                          f"got {archive.name!r}.")
 
 
-def _install_archive(name: str, remote: RemoteFile, archive: Path, root: Path, dest: Path) -> None:
+def _install_archive(name: str, remote: RemoteFile, archive: Path, root: Path, dest: Path,
+                     *, folder: str | None = None) -> None:
     staging = _new_staging(root)
     try:
         try:
@@ -603,7 +687,17 @@ def _install_archive(name: str, remote: RemoteFile, archive: Path, root: Path, d
                 f"was installed: free disk space or fix permissions, then run "
                 f"`{fetch_hint(name)}` again."
             ) from None
-        entries = {entry.name: entry for entry in sorted(staging.iterdir())}
+        top = staging
+        if folder is not None:  # the release packs everything into one folder: install its contents
+            found = sorted(entry.name for entry in staging.iterdir())
+            top = staging / folder
+            if found != [folder] or not top.is_dir() or top.is_symlink():
+                raise FetchError(
+                    f"archive {remote.filename!r} from {remote.url} should hold exactly one "
+                    f"top-level folder {folder + '/'!r} (the release's layout); found "
+                    f"{found[:5]}; nothing was installed: check the dataset module."
+                )
+        entries = {entry.name: entry for entry in sorted(top.iterdir())}
         _install_entries(root, entries, dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -734,19 +828,3 @@ class _KeepMissing(dict):
 
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
-
-
-def _progress_printer(name: str) -> Callable[[str, int, int | None], None]:
-    """A progress callback printing ``fetch NAME: FILE  X / Y MiB`` at most once a second."""
-    last = [0.0]
-
-    def report(filename: str, done: int, total: int | None) -> None:
-        now = time.monotonic()
-        finished = total is not None and done >= total
-        if now - last[0] < 1.0 and not finished:
-            return
-        last[0] = now
-        of = f" / {total / 2**20:.1f} MiB" if total else " MiB"
-        print(f"fetch {name}: {filename}  {done / 2**20:.1f}{of}", file=sys.stderr, flush=True)
-
-    return report

@@ -38,6 +38,7 @@ from storage.estimates import EstimateRow, estimates_digest
 from storage.logits import SplitInfo
 from storage.results import LogitsContent, ingest, read_logits_file, write_estimates_file
 from tasks.methods import MODEL_AWARE_METHODS, build_estimator, resolve_methods
+from tasks.runtime.progress import progress
 from tasks.runtime.refs import CheckpointRef, EstimatesRef, LogitsRef
 from tasks.stages.rows import estimate_row
 
@@ -306,7 +307,8 @@ def estimate_rows(
 
     fitted: dict[str, Estimator] = {}
     fit_seconds: dict[str, float] = {}
-    for name, (method, params) in specs.items():
+    for name, (method, params) in progress(specs.items(), total=len(specs),
+                                           desc=f"fit {run_key}", unit="method"):
         estimator = build_estimator(method, params, run_seed)
         start = time.perf_counter()
         try:
@@ -320,7 +322,7 @@ def estimate_rows(
     del val_logits, val_labels
 
     rows: list[EstimateRow] = []
-    for info in targets:
+    for info in progress(targets, desc=f"estimate {run_key}", unit="split"):
         target_logits = content.target_logits(info.split)
         for name, estimator in fitted.items():
             start = time.perf_counter()
@@ -358,12 +360,13 @@ def estimate_rows(
 # ------------------------------------------------------------------------------- the @task
 from prefect import task  # noqa: E402  (the plain function above needs no Prefect)
 
-from tasks.stages.common import PINNED_STAGE_CACHE  # noqa: E402
+from tasks.stages.common import PINNED_STAGE_CACHE, forget_failure_record  # noqa: E402
 from tasks.runtime.threads import pinned_threads  # noqa: E402
 
 @task(
     name="estimate",
     cache_policy=PINNED_STAGE_CACHE,
+    on_failure=[forget_failure_record],
     task_run_name="estimate-{logits.run_key}",
 )
 def estimate_task(

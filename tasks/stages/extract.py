@@ -1,7 +1,7 @@
 """Extract stage: logits of a trained classifier on its validation split and every target split.
 
-The checkpoint's staged dataset is found (under the root recorded at training, else
-``storage.paths.data_dir()``) and the digest of its raw files checked against the one recorded
+The checkpoint's staged dataset is found (under ``storage.paths.data_dir()``, else the root
+recorded at training) and the digest of its raw files checked against the one recorded
 at training; the validation split is re-drawn with the dataset's fixed split seed (the same
 samples the training run held out), and the target splits come from the shift cache
 (:mod:`tasks.stages.splits`, generated on first use). Logits come from the modality's adapter
@@ -42,7 +42,7 @@ from tasks.data.datasets import get_dataset_spec
 from storage.hashing import file_sha256
 from tasks.data.files import files_digest
 from tasks.models.modalities import get_adapter
-from tasks.runtime.refs import CheckpointRef, DatasetRef, LogitsRef
+from tasks.runtime.refs import CheckpointRef, DatasetRef, LogitsRef, resolve
 from tasks.stages.splits import iter_target_splits
 from tasks.runtime.checkpoints import load_checkpoint, read_sidecar
 from tasks.runtime.devices import resolve_device
@@ -59,8 +59,12 @@ def staged_dataset(checkpoint: CheckpointRef, meta: dict, sidecar: dict) -> Data
     """Find the checkpoint's staged dataset and check it is the data the model was trained on."""
     spec = get_dataset_spec(checkpoint.dataset)
     expected = str(meta.get("dataset_sha256"))
-    roots = [Path(sidecar["dataset_root"])] if sidecar.get("dataset_root") else []
-    roots.append(data_dir())
+    # this state folder's data first: a copied folder never reads the folder it was copied from
+    roots = [data_dir().resolve()]
+    if sidecar.get("dataset_root"):
+        recorded = Path(resolve(str(sidecar["dataset_root"])))
+        if recorded != roots[0]:
+            roots.append(recorded)
     found: list[str] = []
     for root in roots:
         files = spec.raw_files(root)
@@ -306,7 +310,7 @@ def ingest_logits(ref: LogitsRef) -> LogitsRef:
 from prefect import task  # noqa: E402  (the plain function above needs no Prefect)
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
-from tasks.stages.common import PINNED_STAGE_CACHE  # noqa: E402
+from tasks.stages.common import PINNED_STAGE_CACHE, forget_failure_record  # noqa: E402
 
 @task(
     name="prepare-splits",
@@ -331,6 +335,7 @@ def prepare_splits_task(dataset: DatasetRef, threads: int = 1) -> str:
 @task(
     name="extract",
     cache_policy=PINNED_STAGE_CACHE,
+    on_failure=[forget_failure_record],
     task_run_name="extract-{checkpoint.run_key}",
 )
 def extract_task(

@@ -275,10 +275,14 @@ def discard_damaged_record(
         record = ResultRecord.deserialize(path.read_bytes())
         _ = record.result
     except Exception as exc:
-        path.unlink(missing_ok=True)
+        from storage.doctor import quarantine
+        from storage.paths import state_dir
+
+        moved = quarantine(path, state_dir(), f"cache record of stage {stage_task.name!r} does "
+                           f"not deserialize: {type(exc).__name__}")
         logger.warning(
-            "cached result of stage %r (%s) at %s is damaged (%s); recomputing the stage.",
-            stage_task.name, key, path, type(exc).__name__,
+            "cached result of stage %r (%s) at %s is damaged (%s); moved it to %s and "
+            "recomputing the stage.", stage_task.name, key, path, type(exc).__name__, moved,
         )
         return path
     return None
@@ -320,7 +324,37 @@ def result_intact(ref: Any) -> bool:
             return verify_file(ref.path) == ref.sha256
         return verify_file(ref.path) == ref.sha256 and bool(read_estimates_file(ref.path).rows)
     except ResultCorruptError:
+        _quarantine_damaged_results(ref)
         return False
+
+
+def _quarantine_damaged_results(ref: LogitsRef | EstimatesRef) -> None:
+    """Move the damaged file(s) of a result out of the results folder, saying so in the log.
+
+    Result files are content-addressed: one whose bytes no longer hash to its name, or that
+    does not read, is damaged (never legitimately replaced). The file the reference names and,
+    for estimates, the anchors file it names are checked; a missing file is left to the rerun.
+    """
+    from storage.doctor import quarantine
+    from storage.paths import state_dir
+    from storage.results import ResultCorruptError, verify_file
+
+    files = [Path(ref.path)]
+    if isinstance(ref, EstimatesRef):
+        from storage.results import anchors_named
+
+        named = anchors_named(Path(ref.path)) if Path(ref.path).is_file() else None
+        if named:
+            files.append(Path(ref.path).parent.parent / "anchors" / f"{named}.parquet")
+    for path in files:
+        if not path.is_file():
+            continue
+        try:
+            verify_file(path)  # content-addressed: bytes that hash to the name are intact
+            continue
+        except ResultCorruptError as exc:
+            reason = str(exc)
+        quarantine(path, state_dir(), reason)  # logs the one line, naming both places
 
 
 def output_exists(

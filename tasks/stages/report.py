@@ -14,11 +14,12 @@ from tasks.runtime.refs import EstimatesRef, ReportRef
 # ------------------------------------------------------------------------------- the @task
 from prefect import task  # noqa: E402  (the plain function above needs no Prefect)
 
-from tasks.stages.common import LOCK_RETRY_DELAYS, STAGE_CACHE, retry_on_lock  # noqa: E402
+from tasks.stages.common import LOCK_RETRY_DELAYS, STAGE_CACHE, retry_on_lock, forget_failure_record  # noqa: E402
 
 @task(
     name="report",
     cache_policy=STAGE_CACHE,
+    on_failure=[forget_failure_record],
     retries=len(LOCK_RETRY_DELAYS),
     retry_delay_seconds=LOCK_RETRY_DELAYS,
     retry_condition_fn=retry_on_lock,

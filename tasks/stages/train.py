@@ -39,7 +39,8 @@ Checkpoint files
 It contains nothing time- or machine-dependent, so retraining with the same inputs reproduces the
 same bytes. ``<run_key>.json`` beside it records what does vary: training seconds, device,
 dataset root, final training loss, validation accuracy, the early-stopping epoch, creation
-time. Both are written atomically.
+time (the dataset root as ``$ALSA_BENCH_HOME/data`` when it lies in the state folder, so a
+copied state folder finds its own copy). Both are written atomically.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ from tasks.models.modalities import get_adapter
 from tasks.models.modalities.base import FitReport
 from tasks.runtime.checkpoints import CHECKPOINT_FORMAT, run_key
 from tasks.runtime.devices import resolve_device
-from tasks.runtime.refs import CheckpointRef, DatasetRef
+from tasks.runtime.refs import CheckpointRef, DatasetRef, portable_path
 from tasks.runtime.threads import pinned_threads
 
 logger = logging.getLogger(__name__)
@@ -224,7 +225,7 @@ def train_classifier(
         "train_seconds": train_seconds,
         "device": str(dev),
         "threads": threads,
-        "dataset_root": dataset.root,
+        "dataset_root": portable_path(dataset.root),  # relative to the state folder
         "final_train_loss": last_loss,
         "val_accuracy": val_accuracy,
         "n_val": source.n_val,
@@ -253,11 +254,12 @@ def train_classifier(
 # ------------------------------------------------------------------------------- the @task
 from prefect import task  # noqa: E402  (the plain function above needs no Prefect)
 
-from tasks.stages.common import PINNED_STAGE_CACHE  # noqa: E402
+from tasks.stages.common import PINNED_STAGE_CACHE, forget_failure_record  # noqa: E402
 
 @task(
     name="train",
     cache_policy=PINNED_STAGE_CACHE,
+    on_failure=[forget_failure_record],
     task_run_name="train-{dataset.name}-{backbone}-s{seed}",
 )
 def train_task(

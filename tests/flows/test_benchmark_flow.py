@@ -14,6 +14,19 @@ METHODS = ["ac", "atc-mc", "alsa-g"]
 PARAMS = {"alsa-g": {"n_anchors": 20, "max_epochs": 30}}
 
 
+@pytest.fixture(autouse=True)
+def _records_in_the_state_folder(state_home, monkeypatch):
+    """Prefect's cache records inside this test's state folder, as ``alsa-bench`` keeps them:
+    cache keys are relative to the state folder, so one records folder shared by every test
+    would serve one test's records to the next."""
+    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+
+    records = state_home / "prefect-results"
+    monkeypatch.setenv("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(records))
+    with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(records)}):
+        yield records
+
+
 def _run(**overrides):
     from flows.benchmark import benchmark
 

@@ -20,15 +20,22 @@ KEYS = ["run_key", "split", "method"]
 
 
 def _run(home: Path, monkeypatch: pytest.MonkeyPatch, **layout):
+    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+
     from flows.benchmark import benchmark
 
+    # each state folder keeps its own cache records, as `alsa-bench run` does (keys hold no
+    # absolute path, so one shared records folder would serve the first run's records)
+    records = str(home / "prefect-results")
     monkeypatch.setenv("ALSA_BENCH_HOME", str(home))
     monkeypatch.setenv("ALSA_BENCH_REPORTS", str(home / "reports"))
-    return benchmark(
-        suite="tiny", backbones=["mlp"], seeds=2, epochs=1, max_train_samples=200, device="cpu",
-        methods=METHODS, method_params=PARAMS, publish_artifacts=False, threads_per_task=1,
-        **layout,
-    )
+    monkeypatch.setenv("PREFECT_RESULTS_LOCAL_STORAGE_PATH", records)
+    with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: records}):
+        return benchmark(
+            suite="tiny", backbones=["mlp"], seeds=2, epochs=1, max_train_samples=200,
+            device="cpu", methods=METHODS, method_params=PARAMS, publish_artifacts=False,
+            threads_per_task=1, **layout,
+        )
 
 
 def _report_rows(home: Path):
@@ -109,3 +116,27 @@ def test_pinned_threads_sets_and_restores(monkeypatch) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert default_threads_per_task(0) == max(1, os.cpu_count() or 1)
     assert default_threads_per_task(10 * (os.cpu_count() or 1)) == 1
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_dask_layout_retrains_a_cached_checkpoint_whose_file_is_gone(
+    prefect_server, tiny_suite, tmp_path, monkeypatch
+) -> None:
+    """The distributed layout checks a cached checkpoint as the sequential one does: its file
+    deleted, the train stage runs again (healed) and the numbers come out the same."""
+    import dask
+
+    home = tmp_path / "dask"
+    with dask.config.set({"distributed.worker.preload": ["tests.flows._tiny_worker"]}):
+        _run(home, monkeypatch, workers=2)
+        before = _report_rows(home)
+        for checkpoint in (home / "checkpoints").glob("*.pt"):
+            checkpoint.unlink()
+        again = _run(home, monkeypatch, workers=2)
+    healed = {o.key for o in again.outcomes if o.stage == "train" and o.healed}
+    assert healed == {"tiny.mlp.s0", "tiny.mlp.s1"}
+    assert all((home / "checkpoints" / f"{key}.pt").is_file() for key in healed)
+    after = _report_rows(home)
+    for column in ("estimated_accuracy", "true_accuracy", "abs_error"):
+        np.testing.assert_allclose(after[column], before[column], rtol=0, atol=1e-12)

@@ -173,14 +173,92 @@ def test_warnings_go_to_stderr_prefixed(tmp_path, files):
 
 # --------------------------------------------------------------------------------- --param
 def test_param_sets_a_hyper_parameter_and_is_recorded(files):
-    result = invoke("--val", files["val"], "--target", files["target"], "--method", "alsa-g",
-                    "--param", "alsa-g.alpha=0.9", "--param", "alsa-g.n_anchors=40", "--json")
+    result = invoke("--val", files["val"], "--target", files["target"], "-m", "alsa-g",
+                    "--param", "alsa-g.rectify_quantile=0.2", "--param", "alsa-g.n_anchors=40",
+                    "--json")
     assert result.exit_code == 0, result.output
     [row] = json.loads(result.stdout)
-    assert row["params"]["alpha"] == 0.9 and row["params"]["n_anchors"] == 40
+    assert row["params"]["rectify_quantile"] == 0.2 and row["params"]["n_anchors"] == 40
     default = json.loads(invoke("--val", files["val"], "--target", files["target"],
-                                "--method", "alsa-g", "--json").stdout)[0]
-    assert default["params"]["alpha"] != 0.9
+                                "--method", "alsa-g", "--param", "alsa-g.n_anchors=40",
+                                "--json").stdout)[0]
+    assert default["accuracy"] != row["accuracy"]  # the parameter acts
+
+
+def test_an_ignored_param_warns_naming_what_governs(files):
+    result = invoke("--val", files["val"], "--target", files["target"], "-m", "alsa-g",
+                    "--param", "alsa-g.alpha=0.9", "--param", "alsa-g.n_anchors=40", "--json")
+    assert result.exit_code == 0, result.output
+    assert re.search(r"warning: alsa-g: The 'alpha' parameter of ALSAG is set to 0\.9 but has "
+                     r"no effect here: it acts only with threshold_rule=\"paper\".*"
+                     r"rectify_quantile", result.stderr)
+
+
+def test_short_method_option_matches_the_long_one(files):
+    short = invoke("--val", files["val"], "--target", files["target"], "-m", "atc-ne", "--json")
+    long = invoke("--val", files["val"], "--target", files["target"], "--method", "atc-ne",
+                  "--json")
+    assert short.exit_code == 0 and json.loads(short.stdout) == json.loads(long.stdout)
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("which", ["target", "both"])
+def test_probability_files_are_refused_with_the_way_out(tmp_path, files, which):
+    val = np.load(files["val"])
+    target = np.load(files["target"])["logits"]
+    p_target = tmp_path / "p_target.npz"
+    np.savez(p_target, logits=_softmax(target))
+    val_path = files["val"]
+    if which == "both":
+        val_path = tmp_path / "p_val.npz"
+        np.savez(val_path, logits=_softmax(val["logits"]), labels=val["labels"])
+    result = invoke("--val", val_path, "--target", p_target, "-m", "atc-ne")
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "look like softmax probabilities" in line
+    assert "np.log(p)" in line and "--inputs probabilities" in line
+    ok = invoke("--val", val_path, "--target", p_target, "-m", "atc-ne", "--json",
+                "--inputs", "probabilities")
+    if which == "target":  # --inputs speaks for both files: the logits file is refused
+        assert ok.exit_code == 2 and "val.npz: logits (--inputs probabilities) must be " \
+            "probabilities" in ok.stderr
+        return
+    assert ok.exit_code == 0, ok.output
+    truth = invoke("--val", files["val"], "--target", files["target"], "-m", "atc-ne", "--json")
+    assert json.loads(ok.stdout)[0]["accuracy"] == pytest.approx(
+        json.loads(truth.stdout)[0]["accuracy"], abs=1e-9)
+
+
+def test_bad_inputs_option_is_one_error_line(files):
+    result = invoke("--val", files["val"], "--target", files["target"], "--inputs", "scores")
+    assert result.exit_code == 2
+    assert "--inputs must be 'logits' or 'probabilities'; got 'scores'" in result.stderr
+
+
+def test_unreadable_npz_does_not_advise_allow_pickle(tmp_path, files):
+    bad = tmp_path / "bad.npz"
+    bad.write_text("not an archive")
+    result = invoke("--val", bad, "--target", files["target"])
+    assert result.exit_code == 2
+    assert "not a readable .npz archive" in result.stderr and "allow_pickle" not in result.stderr
+
+
+def test_small_target_and_one_class_validation_warn_once_for_all_methods(tmp_path, files):
+    val = np.load(files["val"])
+    one_class = tmp_path / "one.npz"
+    np.savez(one_class, logits=val["logits"], labels=np.zeros(len(val["labels"]), dtype=int))
+    small = tmp_path / "small.npz"
+    np.savez(small, logits=np.load(files["target"])["logits"][:10])
+    result = invoke("--val", one_class, "--target", small, "-m", "ac", "-m", "doc", "--json")
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert sum("only class 0 is present" in line for line in lines) == 1
+    assert any(line.startswith("warning: ac, doc: target_logits has only 10 row(s)")
+               for line in lines)
 
 
 @pytest.mark.parametrize(

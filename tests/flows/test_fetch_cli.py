@@ -67,7 +67,7 @@ def test_unknown_dataset_exits_2_with_one_line_listing_the_valid_ones(state_home
     [
         (["fetch"], "name at least one dataset"),
         (["fetch", "fmnist"], "offline and needs no fetch"),
-        (["fetch", "ogbn-arxiv"], "declares no files for alsa-bench fetch"),
+        (["fetch", "amazon-wilds"], "declares no files for alsa-bench fetch"),
     ],
 )
 def test_user_mistakes_exit_2(state_home, args, expected):

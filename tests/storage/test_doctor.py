@@ -136,18 +136,25 @@ def test_json_output(healthy) -> None:
         ("temp-file", str(healthy / ".x.tmp"), False)]
 
 
-def test_a_garbage_database_is_one_line_and_never_touched(healthy) -> None:
+def test_a_garbage_database_is_one_line_and_repair_quarantines_it_intact(healthy) -> None:
     db = healthy / "bench.duckdb"
     db.write_bytes(os.urandom(50_000))
     before = db.read_bytes()
-    for args in ((), ("--repair",)):
-        result = _doctor(*args)
-        assert result.exit_code == 1
-        [line, summary] = _lines(result)
-        assert line.startswith(f"database: {db}: {db} is damaged and cannot be read")
-        assert f"move it aside: mv {db} {db}.damaged, then rerun" in line
-        assert "healthy" not in summary
-        assert db.read_bytes() == before
+    result = _doctor()
+    assert result.exit_code == 1
+    [line, summary] = _lines(result)
+    assert line.startswith(f"database: {db}: {db} is damaged and cannot be read")
+    assert f"move it aside: mv {db} {db}.damaged, then rerun `alsa-bench run`" in line
+    assert "re-ingests the results under results/" in line
+    assert "healthy" not in summary
+    assert db.read_bytes() == before
+
+    repaired = _doctor("--repair")
+    assert repaired.exit_code == 0, repaired.output
+    assert not db.exists()
+    [moved] = (healthy / "quarantine").iterdir()
+    assert moved.name.endswith(".bench.duckdb") and moved.read_bytes() == before
+    assert _doctor().exit_code == 0  # no database: the next run creates one
 
 
 def test_duplicates_are_reported_per_table_with_the_rebuilding_command(healthy) -> None:

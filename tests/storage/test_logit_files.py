@@ -143,3 +143,46 @@ def test_binary_positive_class_logits_become_two_columns(tmp_path, shape):
     logits, labels = load_logit_file(path, require_labels=True)
     np.testing.assert_array_equal(logits, np.stack([np.zeros(4), s], axis=1))  # [0, s]
     assert labels.tolist() == [0, 0, 1, 1]
+
+
+def test_unreadable_npz_has_our_message_not_numpys_pickle_advice(tmp_path):
+    path = tmp_path / "text.npz"
+    path.write_text("hello")
+    with pytest.raises(ValueError, match="not a readable .npz archive; expected") as info:
+        load_logit_file(path, require_labels=False)
+    assert "allow_pickle" not in str(info.value)
+    objects = tmp_path / "objects.npz"
+    np.savez(objects, logits=np.array([[1, "a"]], dtype=object))
+    with pytest.raises(ValueError, match="cannot read the arrays") as info:
+        load_logit_file(objects, require_labels=False)
+    assert "allow_pickle" not in str(info.value)
+
+
+@pytest.mark.parametrize("shape", ["softmax", "sigmoid (n,)", "sigmoid (n, 1)"])
+def test_probabilities_are_refused_or_converted_on_request(tmp_path, rng, shape):
+    z = rng.normal(size=(9, 3))
+    if shape == "softmax":
+        p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    else:
+        s = z[:, 0]
+        p = 1.0 / (1.0 + np.exp(-s))
+        p = p if shape == "sigmoid (n,)" else p[:, None]
+    path = tmp_path / "p.npz"
+    np.savez(path, logits=p)
+    with pytest.raises(ValueError, match=r"p\.npz: logits look like .* probabilities.*--inputs"):
+        load_logit_file(path, require_labels=False)
+    logits, _ = load_logit_file(path, require_labels=False, inputs="probabilities")
+    if shape == "softmax":
+        np.testing.assert_allclose(logits - logits[:, :1], z - z[:, :1], atol=1e-9)
+    else:
+        np.testing.assert_allclose(logits, np.column_stack([np.zeros(9), z[:, 0]]), atol=1e-9)
+
+
+def test_probabilities_mode_refuses_logits_and_bad_mode(tmp_path, arrays):
+    logits, labels = arrays
+    path = tmp_path / "z.npz"
+    np.savez(path, logits=logits, labels=labels)
+    with pytest.raises(ValueError, match="must be probabilities"):
+        load_logit_file(path, require_labels=True, inputs="probabilities")
+    with pytest.raises(ValueError, match="inputs must be 'logits' or 'probabilities'; got 'x'"):
+        load_logit_file(path, require_labels=True, inputs="x")

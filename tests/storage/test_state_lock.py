@@ -171,3 +171,20 @@ def test_reports_live_in_the_state_folder_unless_moved(tmp_path, monkeypatch) ->
     assert reports_dir() == tmp_path / "b" / "reports"  # two folders, two report trees
     monkeypatch.setenv("ALSA_BENCH_REPORTS", str(tmp_path / "elsewhere"))
     assert reports_dir() == tmp_path / "elsewhere"
+
+
+def test_a_stale_record_is_left_for_the_caller_to_report(tmp_path, holder, caplog) -> None:
+    """The record found is handed to the caller (``StateLock.stale``), which says it once in its
+    own words; the lock itself logs it below WARNING, so an unconfigured ``logging`` (whose
+    last-resort handler prints warnings to stderr) does not print it a second time."""
+    import logging
+
+    folder = tmp_path / "state"
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait(timeout=30)
+    with (caplog.at_level(logging.DEBUG, logger="storage.lock"),
+          state_lock(folder, wait=0, purpose="run") as lock):
+        assert lock.stale is not None and lock.stale.pid == holder.pid
+    records = [r for r in caplog.records if r.name == "storage.lock"]
+    assert records and all(r.levelno < logging.WARNING for r in records)
+    assert str(holder.pid) in records[0].getMessage()

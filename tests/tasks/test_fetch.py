@@ -15,6 +15,7 @@ import http.server
 import io
 import json
 import socket
+import sys
 import tarfile
 import threading
 import zipfile
@@ -433,7 +434,7 @@ def test_http_and_network_errors_are_one_line(server, monkeypatch, tmp_path):
     assert isinstance(info.value, DatasetUnavailableError) and "\n" not in str(info.value)
 
 
-def test_file_url_and_progress_lines(monkeypatch, tmp_path, capsys):
+def test_file_url_without_a_terminal_prints_no_progress(monkeypatch, tmp_path, capsys):
     data = _tar_gz(_good_members())
     source = tmp_path / "mirror" / "tiny.tgz"
     source.parent.mkdir()
@@ -441,16 +442,179 @@ def test_file_url_and_progress_lines(monkeypatch, tmp_path, capsys):
     _register(monkeypatch, RemoteFile(url=source.as_uri(), filename="tiny.tgz", sha256=_sha(data),
                                       size=len(data)))
     root = tmp_path / "data"
-    fetch_dataset(NAME, root)
-    assert "fetch tinyfetch: tiny.tgz" in capsys.readouterr().err
+    fetch_dataset(NAME, root)  # progress=True, but stderr is not a terminal: logs stay clean
+    assert capsys.readouterr().err == ""
     np.testing.assert_array_equal(np.load(root / "tinyset" / "b.npy"), ARRAYS["b.npy"])
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_fetch_on_a_terminal_shows_the_bytes(server, monkeypatch, tmp_path):
+    big = {"tinyset/blob.bin": np.random.default_rng(1).bytes(3 * 2**20)}  # > one 1 MiB chunk
+    data = _tar_gz(big)
+    _register(monkeypatch, _serve(server, "/big.tar.gz", data))
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.delenv("ALSA_BENCH_PROGRESS", raising=False)
+    seen: list[tuple[int, int | None]] = []
+
+    import tasks.data.fetch as fetch_mod
+
+    real_bar = fetch_mod.progress_bar
+
+    def recording_bar(**kwargs):
+        seen.append((kwargs["initial"], kwargs["total"]))
+        return real_bar(**kwargs)
+
+    monkeypatch.setattr(fetch_mod, "progress_bar", recording_bar)
+    fetch_dataset(NAME, tmp_path / "data")
+
+    out = terminal.getvalue()
+    assert seen == [(0, len(data))]
+    assert "fetch tinyfetch: big.tar.gz" in out
+    assert "100%" in out and f"{len(data) / 2**20:.2f}M" in out  # unit_scale, divisor 1024
+    quiet = _Terminal()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    fetch_dataset(NAME, tmp_path / "again", progress=False)
+    assert quiet.getvalue() == ""
+
+
+# ------------------------------------------------------------------------------ ogbn-arxiv
+def _arxiv_zip(tmp_path: Path, folder: str = "arxiv") -> tuple[bytes, object]:
+    """The fake ogbn-arxiv release zipped the way OGB ships it: everything under ``arxiv/``."""
+    from tests.tasks._ogb_fake import write_fake_ogbn_arxiv
+
+    src = tmp_path / "release"
+    expected = write_fake_ogbn_arxiv(src, n_nodes=40, n_edges=120, seed=5)
+    members = {
+        f"{folder}/{path.relative_to(src / 'ogbn_arxiv').as_posix()}": path.read_bytes()
+        for path in sorted((src / "ogbn_arxiv").rglob("*")) if path.is_file()
+    }
+    return _zip(members), expected
+
+
+def _ogb_pointing_at(server: _Server, monkeypatch, data: bytes) -> str:
+    """ogb's real master table, with ogbn-arxiv's URL moved to the local server."""
+    from tasks.data.datasets import ogbn_arxiv
+
+    real = ogbn_arxiv._ogb_master_table
+    path = "/ogb/data/nodeproppred/arxiv.zip"
+    server.files[path] = data
+
+    def table(ogb):
+        frame = real(ogb).copy()
+        assert frame.loc["url", "ogbn-arxiv"] == ogbn_arxiv.ARCHIVE_URL  # what ogb really says
+        frame.loc["url", "ogbn-arxiv"] = server.url(path)
+        return frame
+
+    monkeypatch.setattr(ogbn_arxiv, "_ogb_master_table", table)
+    monkeypatch.setattr(ogbn_arxiv, "ARCHIVE_SHA256", _sha(data))
+    return path
+
+
+def test_ogbn_arxiv_fetch_uses_ogbs_url_then_our_reader(server, monkeypatch, tmp_path):
+    from tasks.data.datasets import ogbn_arxiv
+
+    data, expected = _arxiv_zip(tmp_path)
+    path = _ogb_pointing_at(server, monkeypatch, data)
+    root = tmp_path / "data"
+
+    assert fetch_dataset("ogbn-arxiv", root, progress=False) == [root / "ogbn_arxiv"]
+
+    assert [p for p, _ in server.requests] == [path]
+    graph = ogbn_arxiv.load_graph(root, cache=False)
+    np.testing.assert_array_equal(graph.x, expected.x)
+    np.testing.assert_array_equal(graph.edge_index, expected.edge_index)
+    assert ogbn_arxiv.cache_file(root).is_file()  # verify_fetched read it once and cached it
+    assert (root / "ogbn_arxiv" / "split" / "time" / "train.csv.gz").is_file()
+    assert not (root / "ogbn_arxiv" / "arxiv").exists() and not (root / "arxiv").exists()
+    status = dataset_status("ogbn-arxiv", root)
+    assert status.present and status.fetchable
+    # a second fetch trusts the marker and does not download again
+    fetch_dataset("ogbn-arxiv", root, progress=False)
+    assert len(server.requests) == 1
+
+
+def test_ogbn_arxiv_archive_in_another_layout_is_refused(server, monkeypatch, tmp_path):
+    data, _ = _arxiv_zip(tmp_path, folder="ogbn_arxiv")
+    _ogb_pointing_at(server, monkeypatch, data)
+    root = tmp_path / "data"
+    with pytest.raises(FetchError, match=r"exactly one top-level folder 'arxiv/'") as info:
+        fetch_dataset("ogbn-arxiv", root, progress=False)
+    assert "\n" not in str(info.value)
+    assert not (root / "ogbn_arxiv" / "raw").exists()
+
+
+def test_ogbn_arxiv_files_the_reader_refuses_are_not_marked_fetched(server, monkeypatch, tmp_path):
+    from tests.tasks._ogb_fake import write_csv_gz
+
+    src = tmp_path / "bad"
+    data, _ = _arxiv_zip(tmp_path)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:  # same release, one label out of range
+        members = {info.filename: zf.read(info) for info in zf.infolist()}
+    write_csv_gz(src / "label.csv.gz", np.full(40, 99))
+    members["arxiv/raw/node-label.csv.gz"] = (src / "label.csv.gz").read_bytes()
+    bad = _zip(members)
+    _ogb_pointing_at(server, monkeypatch, bad)
+    root = tmp_path / "data"
+    with pytest.raises(FetchError, match=r"reader refuses the files .*label 99") as info:
+        fetch_dataset("ogbn-arxiv", root, progress=False)
+    assert "\n" not in str(info.value) and "--force" in str(info.value)
+    assert not list(root.rglob(".fetched-*"))
+
+
+def test_ogbn_arxiv_fetch_without_ogb_says_what_to_install(monkeypatch, tmp_path):
+    from tasks.data.datasets import ogbn_arxiv
+
+    for name in [m for m in sys.modules if m == "ogb" or m.startswith("ogb.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "ogb", None)  # `import ogb` raises ImportError
+    with pytest.raises(DatasetUnavailableError) as info:
+        fetch_dataset("ogbn-arxiv", tmp_path, progress=False)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "needs the ogb package" in message and "pip install 'alsa-bench[ogb]'" in message
+    assert "got ImportError" in message or "got ModuleNotFoundError" in message
+    assert not (tmp_path / "downloads").exists()
+    assert ogbn_arxiv.ARCHIVE_URL.endswith("/arxiv.zip")
+
+
+def test_ogbn_arxiv_master_table_disagreeing_with_the_pin_is_refused(monkeypatch, tmp_path):
+    from tasks.data.datasets import ogbn_arxiv
+
+    real = ogbn_arxiv._ogb_master_table
+
+    def newer(ogb):
+        frame = real(ogb).copy()
+        frame.loc["url", "ogbn-arxiv"] = "http://127.0.0.1:9/ogb/arxiv_v2.zip"
+        return frame
+
+    monkeypatch.setattr(ogbn_arxiv, "_ogb_master_table", newer)
+    with pytest.raises(DatasetUnavailableError, match=r"names 'arxiv_v2.zip'.*update ARCHIVE_SHA256"):
+        fetch_dataset("ogbn-arxiv", tmp_path, progress=False)
+
+
+def test_importing_ogb_for_the_fetch_starts_no_version_check(monkeypatch):
+    import threading
+
+    from tasks.data.datasets import ogbn_arxiv
+
+    for name in [m for m in sys.modules if m == "ogb" or m.startswith("ogb.")]:
+        monkeypatch.delitem(sys.modules, name)
+    before = set(threading.enumerate())
+    release = ogbn_arxiv.ogb_release()
+    assert (release.url, release.download_name) == (ogbn_arxiv.ARCHIVE_URL, "arxiv")
+    assert set(threading.enumerate()) <= before  # ogb's outdated-check thread was not started
 
 
 def test_datasets_without_sources_and_bad_arguments(monkeypatch, tmp_path):
     with pytest.raises(NothingToFetchError, match="offline and needs no fetch"):
         fetch_dataset("fmnist", tmp_path)
     with pytest.raises(NothingToFetchError, match="declares no files"):
-        fetch_dataset("ogbn-arxiv", tmp_path)
+        fetch_dataset("amazon-wilds", tmp_path)
     with pytest.raises(ValueError, match="dataset must be one of"):
         fetch_dataset("no-such-set", tmp_path)
     _register(monkeypatch, RemoteFile(url="http://127.0.0.1:9/x.tar.gz", filename="x.tar.gz",

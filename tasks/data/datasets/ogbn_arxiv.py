@@ -1,4 +1,4 @@
-"""ogbn-arxiv: find OGB's files on disk and read the citation graph without unpickling anything.
+"""ogbn-arxiv: fetch OGB's release, and read the citation graph without unpickling anything.
 
 On-disk layout
 --------------
@@ -18,12 +18,25 @@ no edge features, additional node file ``node_year``, split ``time``) unpacks ``
     mapping/nodeidx2paperid.csv.gz         header "node idx,paper id"
     processed/geometric_data_processed.pt  PyG's pickle (never read here)
 
+Fetching
+--------
+``alsa-bench fetch ogbn-arxiv`` (:mod:`tasks.data.fetch`) downloads the release where ogb's own
+master table says it lives (:func:`ogb_release`: the ``url`` and ``download_name`` of
+``ogb/nodeproppred/master.csv``, read as ``ogb.nodeproppred.NodePropPredDataset`` reads it),
+checks it against the pinned :data:`ARCHIVE_SHA256`, unpacks ``arxiv/`` into ``<root>/ogbn_arxiv``
+(the rename ogb itself does after ``extract_zip``) and then runs this module's reader over it
+(:func:`verify_fetched`), which also writes the parsed-array cache. ogb's download function
+(``ogb.utils.url.download_url``) is not used: it cannot resume, verifies nothing, has no
+timeout and always draws a tqdm bar; nor is ogb's processing step (it writes and re-reads a
+pickle). ogb is imported only by :func:`ogb_release`, with its PyPI version check turned off.
+
 Why not ``PygNodePropPredDataset``
 ----------------------------------
 Its reload calls ``torch.load`` without ``weights_only``, which torch >= 2.6 refuses, and the
 only way around that (``weights_only=False``) unpickles a file, i.e. runs whatever code it holds.
 This module therefore reads the raw CSV files with pandas, exactly as
-``ogb.io.read_graph_raw.read_csv_graph_raw`` does, and never imports ogb, torch or pickle.
+``ogb.io.read_graph_raw.read_csv_graph_raw`` does; its reader never imports ogb, torch or
+pickle (only :func:`ogb_release`, for the fetch, imports ogb).
 
 Cache
 -----
@@ -36,21 +49,27 @@ stale or inconsistent is ignored and rebuilt.
 from __future__ import annotations
 
 import gzip
+import importlib
 import logging
+import sys
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from tasks.data.errors import DatasetUnavailableError
 from tasks.data.graphs import Graph
 from tasks.data.files import atomic_target, files_digest
-from tasks.data.spec import DatasetSpec, SourceSplits, TargetPool
+from tasks.data.spec import DatasetSpec, RemoteFile, SourceSplits, TargetPool
 from tasks.data.temporal import temporal_source_splits, temporal_target_pool
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "ARCHIVE_FOLDERS",
+    "ARCHIVE_SHA256",
+    "ARCHIVE_URL",
     "CACHE_NAME",
     "CLASS_NAMES",
     "DATASET_DIR",
@@ -58,12 +77,18 @@ __all__ = [
     "N_CLASSES",
     "N_FEATURES",
     "OGBN_ARXIV_FILES",
+    "OGB_NAME",
+    "SOURCES",
+    "OgbRelease",
     "cache_file",
     "dataset_folder",
+    "fetch_sources",
     "load_graph",
+    "ogb_release",
     "raw_files",
     "read_class_names",
     "stage_ogbn_arxiv",
+    "verify_fetched",
 ]
 
 #: Folder OGB unpacks ogbn-arxiv into, under the data root.
@@ -110,10 +135,26 @@ CLASS_NAMES: Final[tuple[str, ...]] = tuple(
 
 #: How to get the files (``{root}`` is filled in).
 FETCH_HINT: Final[str] = (
-    "fetch it with `python -c \"from ogb.nodeproppred import PygNodePropPredDataset as D; "
-    "D('ogbn-arxiv', root='{root}')\"` (downloads arxiv.zip, ~81 MB; the "
-    "UnpicklingError it ends with under torch>=2.6 is harmless, the raw files are in place) "
-    "or, once available, `alsa-bench fetch ogbn-arxiv`"
+    "download it once with `alsa-bench fetch ogbn-arxiv` (arxiv.zip, ~81 MB, from OGB's server; "
+    "needs the ogb package: pip install 'alsa-bench[ogb]'), or unpack OGB's arxiv.zip so that "
+    "{root}/ogbn_arxiv/raw/ holds its CSV files"
+)
+
+#: The dataset's name in ogb's master tables.
+OGB_NAME: Final[str] = "ogbn-arxiv"
+#: Where ogb 1.3.6's ``nodeproppred/master.csv`` says the release is (the fetch asks ogb again).
+ARCHIVE_URL: Final[str] = "http://snap.stanford.edu/ogb/data/nodeproppred/arxiv.zip"
+_ARCHIVE_FILENAME: Final[str] = "arxiv.zip"
+#: SHA-256 of ``arxiv.zip``. OGB publishes no checksum; this value is the one two unrelated public
+#: projects pin for the same URL. A mismatch stops the fetch (the file is deleted), nothing else.
+ARCHIVE_SHA256: Final[str] = "49f85c801589ecdcc52cfaca99693aaea7b8af16a9ac3f41dd85a5f3193fe276"
+#: The one top-level folder of ``arxiv.zip`` (ogb's ``download_name``); its contents are installed
+#: into ``<root>/ogbn_arxiv`` (see :mod:`tasks.data.fetch`).
+ARCHIVE_FOLDERS: Final[dict[str, str]] = {_ARCHIVE_FILENAME: "arxiv"}
+#: What ``alsa-bench datasets`` lists; :func:`fetch_sources` gives the same file with ogb's URL.
+SOURCES: Final[tuple[RemoteFile, ...]] = (
+    RemoteFile(url=ARCHIVE_URL, filename=_ARCHIVE_FILENAME, sha256=ARCHIVE_SHA256,
+               dest=DATASET_DIR),
 )
 
 
@@ -194,7 +235,8 @@ def read_class_names(root: Path | str) -> tuple[str, ...] | None:
 def stage_ogbn_arxiv(root: Path | str) -> list[Path]:
     """Check that OGB's ogbn-arxiv files are under ``<root>/ogbn_arxiv`` and look right.
 
-    Nothing is downloaded: the files come from OGB (see :data:`FETCH_HINT`). Each required file
+    Nothing is downloaded here: ``alsa-bench fetch ogbn-arxiv`` gets the files (see
+    :data:`FETCH_HINT`). Each required file
     must exist and its first line must decompress as a CSV row with the expected number of
     columns. When the release's label mapping is present it must list :data:`CLASS_NAMES` in
     order.
@@ -426,10 +468,133 @@ def load_target_pool_ogbn_arxiv(root: Path | str) -> TargetPool:
     return temporal_target_pool(load_graph(root), N_CLASSES)
 
 
+# ------------------------------------------------------------------------------------ fetching
+class OgbRelease(NamedTuple):
+    """What ogb's master table says about ogbn-arxiv's release."""
+
+    url: str
+    download_name: str
+    ogb_version: str
+
+
+def _import_ogb() -> object:
+    """Import ogb without the thread its ``__init__`` starts to ask PyPI for a newer version.
+
+    ogb 1.3.6 (``ogb/version.py``) runs ``outdated.check_outdated`` in a thread on import when
+    the ``outdated`` package is importable; a fetch must reach only the release's URL, so
+    ``outdated`` is hidden while ogb is imported.
+
+    Raises
+    ------
+    DatasetUnavailableError
+        If ogb is not installed (one line: what to install).
+    """
+    loaded = sys.modules.get("ogb")
+    if loaded is not None:
+        return loaded
+    hidden = "outdated" in sys.modules
+    saved = sys.modules.get("outdated")
+    sys.modules["outdated"] = None  # type: ignore[assignment]  # `from outdated import` fails
+    try:
+        return importlib.import_module("ogb")
+    except ImportError as exc:
+        raise DatasetUnavailableError(
+            f"fetching {OGB_NAME} needs the ogb package (>=1.3.6): expected it installed, got "
+            f"{type(exc).__name__}: {exc}; install it with `pip install 'alsa-bench[ogb]'` "
+            f"(or `pip install 'ogb>=1.3.6'`)."
+        ) from None
+    finally:
+        if hidden:
+            sys.modules["outdated"] = saved  # type: ignore[assignment]
+        else:
+            sys.modules.pop("outdated", None)
+
+
+def _ogb_master_table(ogb: object) -> pd.DataFrame:
+    """ogb's ``nodeproppred/master.csv``, read the way ogb's dataset classes read it."""
+    path = Path(str(getattr(ogb, "__file__", ""))).parent / "nodeproppred" / "master.csv"
+    try:
+        return pd.read_csv(path, index_col=0, keep_default_na=False)
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        raise DatasetUnavailableError(
+            f"ogb's master table {str(path)!r} is unreadable ({exc}); expected the file that "
+            f"ogb>=1.3.6 installs: reinstall ogb."
+        ) from None
+
+
+def ogb_release() -> OgbRelease:
+    """The URL and top folder of ogbn-arxiv's release, as the installed ogb says.
+
+    Returns
+    -------
+    OgbRelease
+        ``url`` and ``download_name`` of column ``ogbn-arxiv`` in ogb's
+        ``nodeproppred/master.csv``, and ``ogb.__version__``.
+
+    Raises
+    ------
+    DatasetUnavailableError
+        If ogb is not installed, or its master table lacks ogbn-arxiv or those rows.
+    """
+    ogb = _import_ogb()
+    table = _ogb_master_table(ogb)
+    version = str(getattr(ogb, "__version__", "?"))
+    try:
+        url, name = str(table[OGB_NAME]["url"]), str(table[OGB_NAME]["download_name"])
+    except KeyError as exc:
+        raise DatasetUnavailableError(
+            f"ogb {version}'s nodeproppred master table has no {exc} entry for {OGB_NAME}; "
+            f"expected columns with 'url' and 'download_name' rows: use ogb>=1.3.6."
+        ) from None
+    return OgbRelease(url=url, download_name=name, ogb_version=version)
+
+
+def fetch_sources() -> tuple[RemoteFile, ...]:
+    """The release file to fetch, at the URL the installed ogb gives (for :mod:`tasks.data.fetch`).
+
+    Returns
+    -------
+    tuple of RemoteFile
+        ``arxiv.zip`` at :func:`ogb_release`'s URL, pinned to :data:`ARCHIVE_SHA256`, unpacked
+        into ``ogbn_arxiv/``.
+
+    Raises
+    ------
+    DatasetUnavailableError
+        If ogb is missing, or its master table names another file or folder than the pinned
+        ``arxiv.zip`` / ``arxiv/`` (a new release: the pin must be updated first).
+    """
+    release = ogb_release()
+    filename = release.url.rstrip("/").rpartition("/")[2]
+    expected = (_ARCHIVE_FILENAME, ARCHIVE_FOLDERS[_ARCHIVE_FILENAME])
+    if (filename, release.download_name) != expected:
+        raise DatasetUnavailableError(
+            f"ogb {release.ogb_version} names {filename!r} with folder "
+            f"{release.download_name!r} for {OGB_NAME}; expected {expected[0]!r} with folder "
+            f"{expected[1]!r}, the release whose SHA-256 is pinned in {__name__}: update "
+            f"ARCHIVE_SHA256 and ARCHIVE_FOLDERS there for the new release."
+        )
+    return (RemoteFile(url=release.url, filename=filename, sha256=ARCHIVE_SHA256,
+                       dest=DATASET_DIR),)
+
+
+def verify_fetched(root: Path | str) -> None:
+    """Read a freshly fetched release with :func:`load_graph` (and write its cache).
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        What :func:`load_graph` raises for missing or malformed files.
+    """
+    graph = load_graph(root)
+    logger.info("ogbn-arxiv fetched: %d nodes, %d edges under %s", graph.x.shape[0],
+                graph.edge_index.shape[1], dataset_folder(root))
+
+
 #: Registry position of this module's datasets.
 ORDER: Final[int] = 20
 
-#: ogbn-arxiv (online: the user downloads it once with ogb; nothing is fetched at run time).
+#: ogbn-arxiv (online: ``alsa-bench fetch ogbn-arxiv`` downloads it once; nothing at run time).
 SPECS: Final[tuple[DatasetSpec, ...]] = (
     DatasetSpec(
         name="ogbn-arxiv",
@@ -446,5 +611,6 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
         load_target_pool=load_target_pool_ogbn_arxiv,
         online=True,
         paper_row="ogbn-arxiv (Table 2, Table 3)",
+        sources=SOURCES,
     ),
 )

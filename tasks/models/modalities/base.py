@@ -86,11 +86,17 @@ class ModalityAdapter(ABC):
         ``val`` is used only by recipes with early stopping (:attr:`BackboneSpec.patience`);
         ``spec`` is the dataset's :class:`~tasks.data.datasets.DatasetSpec`. The caller seeds torch
         and builds the model; the adapter seeds anything else it draws (batch order) from
-        ``seed``.
+        ``seed``. With ``progress`` the epochs (and an epoch's batches) show a bar through
+        :func:`tasks.runtime.progress.progress`: on a terminal only, never in a Prefect task or
+        on a Dask worker, and without changing a number.
         """
 
     @abstractmethod
     def predict(
         self, model: nn.Module, spec: Any, samples: Any, device: torch.device, batch_size: int
     ) -> np.ndarray:
-        """``(n, n_classes)`` ``float32`` logits in eval mode, without gradients, on the CPU."""
+        """``(n, n_classes)`` ``float32`` logits in eval mode, without gradients, on the CPU.
+
+        Adapters that batch show the batches with :func:`tasks.runtime.progress.progress`
+        (a bar on a terminal only).
+        """

@@ -33,6 +33,7 @@ from tasks.runtime.allocator import keep_freed_memory
 from tasks.models.backbones.base import BackboneSpec
 from tasks.data.graphs import Graph, GraphSplit, to_undirected
 from tasks.models.modalities.base import FitReport, ModalityAdapter
+from tasks.runtime.progress import progress as show_progress
 
 __all__ = ["ADAPTER", "GraphAdapter", "graph_tensors"]
 
@@ -102,7 +103,9 @@ class GraphAdapter(ModalityAdapter):
         best_acc, best_epoch, best_state = -1.0, 0, None
         last_loss, ran = float("nan"), 0
         patience = recipe.patience
-        for epoch in range(1, epochs + 1):
+        epoch_bar = show_progress(range(1, epochs + 1), desc=f"train {key}", unit="epoch",
+                                  enabled=progress)
+        for epoch in epoch_bar:
             model.train()
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model(x, edges)[nodes], y)
@@ -123,6 +126,7 @@ class GraphAdapter(ModalityAdapter):
             if progress and epoch % 20 == 0:
                 logger.info("%s epoch %d: loss %.4f, val acc %.4f (best %.4f at %d)",
                             key, epoch, last_loss, acc, best_acc, best_epoch)
+        getattr(epoch_bar, "close", lambda: None)()  # early stopping leaves the bar open
         if best_state is not None:
             model.load_state_dict(best_state)
         logger.info("%s: %d epochs, kept epoch %s (val acc %.4f)", key, ran, best_epoch, best_acc)

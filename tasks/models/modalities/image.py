@@ -46,10 +46,9 @@ import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
-from tqdm.auto import tqdm
-
 from tasks.models.backbones.base import BackboneSpec
 from tasks.models.modalities.base import FitReport, ModalityAdapter
+from tasks.runtime.progress import progress as show_progress
 
 __all__ = ["ADAPTER", "OPTIMIZERS", "SGD_STEP_EPOCHS", "ImageAdapter", "predict_logits"]
 
@@ -151,7 +150,8 @@ def predict_samples(
     model.eval()
     chunks = []
     with torch.inference_mode():
-        for start in range(0, samples.shape[0], batch_size):
+        starts = range(0, samples.shape[0], batch_size)
+        for start in show_progress(starts, desc="predict", unit="batch", leave=False):
             x = _inputs(spec, samples[start : start + batch_size])
             fmt = _memory_format(x.ndim)
             model.to(memory_format=fmt)
@@ -248,11 +248,18 @@ class ImageAdapter(ModalityAdapter):
         val_x, val_y = np.asarray(val[0]), np.asarray(val[1]).astype(np.int64)
         best_acc, best_epoch, best_state = -1.0, 0, None
         last_loss, ran = float("nan"), 0
-        for epoch in range(1, epochs + 1):
+        epoch_bar = show_progress(range(1, epochs + 1), desc=f"train {key}", unit="epoch",
+                                  enabled=progress)
+        for epoch in epoch_bar:
             model.train()
             running, seen = 0.0, 0
-            bar = tqdm(loader, desc=f"train {key} epoch {epoch}/{epochs}",
-                       disable=not progress, leave=False, unit="batch")
+            # One loader iterator is made and dropped before each epoch's batches, as this loop
+            # always did through tqdm.auto (its asyncio class calls iter() in its constructor):
+            # it draws one seed from the loader's generator, and every seeded run's batch order,
+            # hence every stored number, depends on that draw. Progress bars draw nothing.
+            iter(loader)
+            bar = show_progress(loader, desc=f"epoch {epoch}/{epochs}", unit="batch",
+                                leave=False, enabled=progress)
             for idx in bar:
                 rows = idx.numpy()
                 xb = _to_device(_inputs(spec, x_raw[rows]), device, fmt)
@@ -265,11 +272,14 @@ class ImageAdapter(ModalityAdapter):
                     scheduler.step()
                 running += float(loss.detach()) * yb.shape[0]
                 seen += yb.shape[0]
-                bar.set_postfix(loss=f"{running / max(seen, 1):.3f}")
+                if hasattr(bar, "set_postfix"):  # a tqdm bar: show the running loss
+                    bar.set_postfix(loss=f"{running / max(seen, 1):.3f}")
             if scheduler is not None and not per_batch:
                 scheduler.step()
             last_loss, ran = running / max(seen, 1), epoch
             logger.info("%s epoch %d/%d: train loss %.4f", key, epoch, epochs, last_loss)
+            if hasattr(epoch_bar, "set_postfix"):
+                epoch_bar.set_postfix(loss=f"{last_loss:.3f}")
             if patience is None:
                 continue
             logits = predict_samples(model, spec, val_x, device, _EVAL_BATCH)
@@ -281,6 +291,7 @@ class ImageAdapter(ModalityAdapter):
                 best_state = copy.deepcopy(model.state_dict())
             elif epoch - best_epoch >= patience:
                 break
+        getattr(epoch_bar, "close", lambda: None)()  # early stopping leaves the bar open
         if best_state is not None:
             model.load_state_dict(best_state)
             logger.info("%s: %d epochs, kept epoch %d (val acc %.4f)",

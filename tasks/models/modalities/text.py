@@ -30,10 +30,10 @@ from typing import Any, Final
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from tasks.models.backbones.base import BackboneSpec
 from tasks.models.modalities.base import FitReport, ModalityAdapter
+from tasks.runtime.progress import progress as show_progress
 from tasks.data.texts import as_texts, take_texts, text_key
 
 __all__ = ["ADAPTER", "TextAdapter"]
@@ -97,13 +97,14 @@ class TextAdapter(ModalityAdapter):
         )
         loss_fn = nn.CrossEntropyLoss()
         last_loss = float("nan")
-        for epoch in range(epochs):
+        for epoch in show_progress(range(epochs), desc=f"train {key}", unit="epoch",
+                                   enabled=progress):
             model.train()
             order = np.random.default_rng([seed, epoch]).permutation(n)
             running, seen = 0.0, 0
             starts = range(0, n, recipe.batch_size)
-            bar = tqdm(starts, desc=f"train {key} epoch {epoch + 1}/{epochs}",
-                       disable=not progress, leave=False, unit="batch")
+            bar = show_progress(starts, desc=f"epoch {epoch + 1}/{epochs}", unit="batch",
+                                leave=False, enabled=progress)
             for start in bar:
                 idx = order[start : start + recipe.batch_size]
                 yb = labels[torch.from_numpy(idx)].to(device)
@@ -167,7 +168,8 @@ class TextAdapter(ModalityAdapter):
         order = (np.argsort(lengths, kind="stable") if lengths is not None
                  else np.arange(len(features)))
         with torch.inference_mode():
-            for start in range(0, len(features), step):
+            starts = range(0, len(features), step)
+            for start in show_progress(starts, desc="predict", unit="batch", leave=False):
                 idx = order[start : start + step]
                 chunks.append(model(*features.batch(idx, device)).float().cpu().numpy())
         if not chunks:
