@@ -52,6 +52,8 @@ def test_sequential_and_two_dask_workers_give_identical_report_rows(
     prefect_server, tiny_suite, tmp_path, monkeypatch
 ) -> None:
     import dask
+    import distributed  # noqa: F401  (its config defaults exist before dask.config.set below,
+    # so leaving the block restores them instead of dropping the whole "distributed" section)
 
     sequential = _run(tmp_path / "sequential", monkeypatch)
     with dask.config.set({"distributed.worker.preload": ["tests.flows._tiny_worker"]}):
@@ -126,13 +128,17 @@ def test_dask_layout_retrains_a_cached_checkpoint_whose_file_is_gone(
     """The distributed layout checks a cached checkpoint as the sequential one does: its file
     deleted, the train stage runs again (healed) and the numbers come out the same."""
     import dask
+    import distributed  # noqa: F401  (its config defaults, before dask.config.set below)
 
+    dask.config.refresh()  # defaults back, whatever an earlier dask.config.set block dropped
     home = tmp_path / "dask"
-    with dask.config.set({"distributed.worker.preload": ["tests.flows._tiny_worker"]}):
+    preload = {"distributed.worker.preload": ["tests.flows._tiny_worker"]}
+    with dask.config.set(preload):
         _run(home, monkeypatch, workers=2)
-        before = _report_rows(home)
-        for checkpoint in (home / "checkpoints").glob("*.pt"):
-            checkpoint.unlink()
+    before = _report_rows(home)
+    for checkpoint in (home / "checkpoints").glob("*.pt"):
+        checkpoint.unlink()
+    with dask.config.set(preload):
         again = _run(home, monkeypatch, workers=2)
     healed = {o.key for o in again.outcomes if o.stage == "train" and o.healed}
     assert healed == {"tiny.mlp.s0", "tiny.mlp.s1"}
