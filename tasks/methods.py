@@ -280,8 +280,10 @@ def check_method_params(
 def build_estimator(method: str, params: Mapping[str, Any], run_seed: int) -> Any:
     """Instantiate ``method`` with ``params``, seeding it with the run's seed unless given.
 
-    Every estimator that has a ``seed`` hyper-parameter (the ALSA estimators) gets ``run_seed``
-    when ``params`` does not set ``seed`` itself, so anchors follow the classifier's seed.
+    Every estimator whose ``seed`` hyper-parameter acts in the configuration (ALSA's anchors;
+    COT only in its sampled mode) gets ``run_seed`` when ``params`` does not set ``seed`` itself,
+    so anchors follow the classifier's seed; an estimator whose seed would do nothing keeps its
+    default, and no inert-parameter warning is raised for a seed the user never set.
 
     Parameters
     ----------
@@ -303,8 +305,19 @@ def build_estimator(method: str, params: Mapping[str, Any], run_seed: int) -> An
         If the method or a parameter is unknown.
     """
     from estimators import get_estimator
+    from estimators.params import inert_parameters
 
     estimator = get_estimator(method, **params)
     if "seed" in estimator.get_params() and "seed" not in params:
-        estimator.set_params(seed=int(run_seed))
+        # seed what draws at random in this configuration (ALSA's anchors, COT's sampled mode);
+        # elsewhere (COT's exact transport) the run's seed would do nothing but earn the
+        # inert-parameter warning meant for a user's own setting
+        seeded = {**estimator.get_params(), "seed": int(run_seed)}
+        declared = getattr(type(estimator), "PARAMS", ())
+        if all(p.name != "seed" for p in inert_parameters(declared, seeded, _ANY_SIZE)):
+            estimator.set_params(seed=int(run_seed))
     return estimator
+
+
+#: A validation size for :func:`build_estimator`'s check of the seed (no seed's effect depends on it).
+_ANY_SIZE = 10_000

@@ -80,3 +80,27 @@ def test_check_method_params() -> None:
         check_method_params({"alsa-g": {"alpha": 0.9}}, ["ac"])
     with pytest.raises(ValueError, match="--param gnnevaluator.nope"):
         check_method_params({"gnnevaluator": {"nope": 1}})
+
+
+def test_build_estimator_seeds_only_what_draws_at_random(recwarn) -> None:
+    import numpy as np
+
+    from estimators.exceptions import InertParameterWarning
+    from tasks.methods import build_estimator
+
+    assert build_estimator("alsa-g", {}, 3).get_params()["seed"] == 3
+    assert build_estimator("cot", {"mode": "sampled"}, 3).get_params()["seed"] == 3
+    exact = build_estimator("cot", {}, 3)
+    assert exact.get_params()["seed"] == 0  # exact transport draws nothing: default kept
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(200, 4))
+    exact.fit(logits, rng.integers(0, 4, 200))
+    assert not [w for w in recwarn if issubclass(w.category, InertParameterWarning)]
+
+
+def test_the_shift_gate_gets_the_run_seed_when_its_covariate_method_uses_one() -> None:
+    from tasks.methods import build_estimator
+
+    assert build_estimator("shift-gate", {}, 7).get_params()["seed"] is None  # COT exact
+    sampled = build_estimator("shift-gate", {"covariate_params": {"mode": "sampled"}}, 7)
+    assert sampled.get_params()["seed"] == 7
