@@ -109,7 +109,7 @@ def kernel_block(
     # per-row residuals of the gradient (e_i ~ 1e-5 and smaller) are not subnormal either.
     K.clamp_(EXP_FLOOR, 0.0)
     K.exp_()
-    torch.nn.functional.threshold_(K, KERNEL_FLOOR, 0.0)  # type: ignore[attr-defined]  # not in torch's stubs
+    torch.nn.functional.threshold_(K, KERNEL_FLOOR, 0.0)  # type: ignore[attr-defined]  # missing from torch's type hints
     return D, G, K
 
 

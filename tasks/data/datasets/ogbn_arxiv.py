@@ -49,7 +49,6 @@ stale or inconsistent is ignored and rebuilt.
 from __future__ import annotations
 
 import gzip
-import importlib
 import logging
 import sys
 from pathlib import Path
@@ -496,7 +495,9 @@ def _import_ogb() -> object:
     saved = sys.modules.get("outdated")
     sys.modules["outdated"] = None  # type: ignore[assignment]  # `from outdated import` fails
     try:
-        return importlib.import_module("ogb")
+        import ogb  # the package, for its release table (never its pickle path)
+
+        return ogb
     except ImportError as exc:
         raise DatasetUnavailableError(
             f"fetching {OGB_NAME} needs the ogb package (>=1.3.6): expected it installed, got "
