@@ -42,6 +42,8 @@ from . import alsa as _alsa  # noqa: E402,F401  (alsa-g, alsa-e)
 from . import mano as _mano  # noqa: E402,F401  (mano, a score)
 from . import nuclear_norm as _nuclear_norm  # noqa: E402,F401  (nuclear-norm, a score)
 from . import shift_gate as _shift_gate  # noqa: E402,F401  (shift-gate, opt-in)
+from . import calibration as _calibration  # noqa: E402,F401  (installs the shift-aware band)
+from . import auto as _auto  # noqa: E402,F401  (auto, opt-in)
 
 __all__ = [
     "AccuracyEstimate",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import numpy as np
 from numpy.typing import NDArray
 
+from . import _shift_hook
 from ._validation import check_logits, check_val_inputs, warn_small_target
 from .exceptions import InertParameterWarning, NotFittedError
 from .params import Param, inert_parameters, make_init, validate_params
@@ -165,7 +166,14 @@ class AccuracyEstimate:
         *sampling noise* of the finite target and validation sets (:func:`sampling_interval`),
         not the error a distribution shift causes; ``(nan, nan)`` where a method cannot say.
     level : float
-        Nominal coverage of ``interval`` (default 0.90).
+        Nominal coverage of ``interval`` and ``shift_interval`` (default 0.90).
+    shift_interval : tuple of float
+        ``(low, high)``: the shift-aware band at ``level``, meant to contain the *true* accuracy
+        under a distribution shift (:mod:`estimators.shift_band`): conformal, calibrated on a
+        benchmark's shifts, narrow when the target looks like validation and wide when it does
+        not, and never narrower than ``interval``. Its coverage on a new kind of shift is
+        measured (``docs/BENCHMARK.md``), not guaranteed; a concept shift is invisible to it.
+        ``(nan, nan)`` where the active calibration has no band for the method.
     """
 
     method: str
@@ -177,6 +185,7 @@ class AccuracyEstimate:
     per_class: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
     interval: tuple[float, float] = (math.nan, math.nan)
     level: float = DEFAULT_LEVEL
+    shift_interval: tuple[float, float] = (math.nan, math.nan)
 
     @property
     def error(self) -> float:
@@ -193,6 +202,7 @@ class AccuracyEstimate:
             "diagnostics": _json_safe(dict(self.diagnostics)),
             "interval": _json_safe(list(self.interval)),
             "level": float(self.level),
+            "shift_interval": _json_safe(list(self.shift_interval)),
         }
 
 
@@ -274,6 +284,8 @@ class Estimator(ABC):
     #: Whether the estimator runs only when named (left out of ``available_estimators()`` and so
     #: of the benchmark's default methods); the shift gate, which misses its benchmark goal.
     opt_in: ClassVar[bool] = False
+    #: Whether ``fit`` prepares the shift-aware band (the signal panel's own members do not).
+    _with_shift_band: bool = True
 
     if TYPE_CHECKING:
         # Hyper-parameters are attributes that the synthesised ``__init__`` sets from ``PARAMS``;
@@ -367,6 +379,9 @@ class Estimator(ABC):
         self.val_accuracy_ = float(np.mean(logits.argmax(axis=1) == labels))
         self.n_val_ = int(logits.shape[0])
         self.residual_variance_ = self._residual_variance(logits, labels)
+        provider = _shift_hook.provider()
+        self.shift_signals_ = (provider.fit(logits.astype(np.float64, copy=False), labels)
+                               if provider is not None and self._with_shift_band else None)
         return self
 
     def _residual_variance(
@@ -435,6 +450,7 @@ class Estimator(ABC):
         accuracy, per_sample, diagnostics = self._estimate(logits)
         samples = None if per_sample is None else np.asarray(per_sample, dtype=np.float64)
         interval = self._interval(float(accuracy), samples, int(logits.shape[0]), level)
+        band = self._shift_interval(logits, float(accuracy), level, interval)
         return AccuracyEstimate(
             method=self.name,
             accuracy=float(accuracy),
@@ -445,7 +461,32 @@ class Estimator(ABC):
             per_class=per_class_accuracy(samples, logits) if samples is not None else None,
             interval=interval,
             level=level,
+            shift_interval=band,
         )
+
+    def _shift_key(self) -> str:
+        """The key of this estimator's band in the calibration (its registry key)."""
+        return self.name
+
+    def _shift_interval(
+        self,
+        logits: NDArray[Any],
+        accuracy: float,
+        level: float,
+        interval: tuple[float, float],
+    ) -> tuple[float, float]:
+        """The shift-aware band (:mod:`estimators.shift_band`), widened to hold ``interval``."""
+        provider = _shift_hook.provider()
+        state = getattr(self, "shift_signals_", None)
+        if provider is None or state is None:
+            return (math.nan, math.nan)
+        low, high = provider.interval(state, self._shift_key(),
+                                      logits.astype(np.float64, copy=False), accuracy, level)
+        if not (math.isfinite(low) and math.isfinite(high)):
+            return (math.nan, math.nan)
+        if math.isfinite(interval[0]) and math.isfinite(interval[1]):
+            low, high = min(low, interval[0]), max(high, interval[1])
+        return (float(low), float(high))
 
     def _interval(
         self,

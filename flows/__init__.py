@@ -25,7 +25,11 @@ import os
 import sys
 from pathlib import Path
 
-from storage.paths import prefect_results_dir
+from storage.paths import calibration_path, prefect_results_dir
+
+#: The calibration variable's value when this module set it (to the state folder's file).
+_OURS: list[str] = [""]
+CALIBRATION_ENV = "ALSA_BENCH_CALIBRATION"
 
 __all__ = ["configure_environment", "extra_logger_names"]
 
@@ -48,6 +52,14 @@ def configure_environment() -> None:
     default), so their ``INFO`` lines reach the terminal and Prefect's API (the UI).
     """
     os.environ.setdefault(RESULTS_PATH_ENV, str(prefect_results_dir().resolve()))
+    # a calibration refit from the user's own benchmark (alsa-bench calibrate) wins over the
+    # shipped one, here and in every process the pipeline starts
+    own = calibration_path()
+    if own.is_file() and os.environ.get(CALIBRATION_ENV, _OURS[0]) == _OURS[0]:
+        _OURS[0] = os.environ[CALIBRATION_ENV] = str(own.resolve())
+    elif not own.is_file() and _OURS[0] and os.environ.get(CALIBRATION_ENV) == _OURS[0]:
+        del os.environ[CALIBRATION_ENV]  # set for another state folder by this process
+        _OURS[0] = ""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")

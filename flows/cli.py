@@ -41,6 +41,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 
 from flows import configure_environment
+from flows.calibrate_cli import calibrate_command
 from flows.doctor_cli import doctor_command
 from flows.estimate_cli import estimate_command
 from flows.fetch_cli import datasets_command, fetch_command
@@ -61,6 +62,7 @@ app.command("estimate")(estimate_command)
 app.command("fetch")(fetch_command)
 app.command("datasets")(datasets_command)
 app.command("doctor")(doctor_command)
+app.command("calibrate")(calibrate_command)
 
 T = TypeVar("T")
 

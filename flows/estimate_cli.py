@@ -151,6 +151,7 @@ def run_estimates(
         true_accuracy = float(np.mean(target_logits.argmax(axis=1) == target_labels))
 
     rows: list[dict[str, Any]] = []
+    results: dict[str, Any] = {}
     by_text: dict[str, list[str]] = {}  # a warning once, with every method that raised it
     for name in chosen:
         with warnings.catch_warnings(record=True) as caught:
@@ -169,20 +170,36 @@ def run_estimates(
                     by_text[text].append(name)
             else:
                 by_text[text] = [name]
-        row = result.to_record()
-        row["per_class"] = (None if result.per_class is None
-                            else [None if np.isnan(v) else float(v) for v in result.per_class])
-        if "score" in result.diagnostics:
-            row["score"] = float(result.diagnostics["score"])
-        if not math.isfinite(row["accuracy"]):
-            row["accuracy"] = None  # a score without a map: no accuracy (JSON null, "–")
-        if true_accuracy is not None:
-            row["true_accuracy"] = true_accuracy
-            row["abs_error"] = (None if row["accuracy"] is None
-                                else abs(result.accuracy - true_accuracy))
-        rows.append(row)
+        if not params.get(name):
+            results[name] = result
+        rows.append(_row(result, true_accuracy))
+    if not methods:  # the default: every method, then auto from their estimates
+        from estimators.auto import auto_from_estimates
+
+        combined = auto_from_estimates(results, val_logits, val_labels, target_logits,
+                                       level=level)
+        if combined is not None:
+            rows.append(_row(combined, true_accuracy))
+    for row in rows:
+        row["recommended"] = row["method"] == "auto"
     messages = [f"{', '.join(names)}: {text}" for text, names in by_text.items()]
     return rows, messages
+
+
+def _row(result: Any, true_accuracy: float | None) -> dict[str, Any]:
+    """One output record of an :class:`~estimators.base.AccuracyEstimate`."""
+    row = result.to_record()
+    row["per_class"] = (None if result.per_class is None
+                        else [None if np.isnan(v) else float(v) for v in result.per_class])
+    if "score" in result.diagnostics:
+        row["score"] = float(result.diagnostics["score"])
+    if not math.isfinite(row["accuracy"]):
+        row["accuracy"] = None  # a score without a map: no accuracy (JSON null, "–")
+    if true_accuracy is not None:
+        row["true_accuracy"] = true_accuracy
+        row["abs_error"] = (None if row["accuracy"] is None
+                            else abs(result.accuracy - true_accuracy))
+    return row
 
 
 def _fmt_accuracy(value: Any) -> str:
@@ -201,10 +218,14 @@ def _print_table(rows: list[dict[str, Any]], val: Path, target: Path) -> None:
     has_truth = "true_accuracy" in rows[0]
     table = Table(title=f"Estimated accuracy of {target.name} (fitted on {val.name})",
                   caption="The interval covers the sampling noise of the validation and target "
-                          "sets, not the error a distribution shift causes.")
+                          "sets, not the error a distribution shift causes; the shift band is "
+                          "meant to cover that error too (calibrated on the benchmark's shifts: its coverage on a new "
+                          "kind of shift is measured, not guaranteed; docs/BENCHMARK.md). auto "
+                          "combines the methods and is the recommended estimate.")
     table.add_column("method")
     table.add_column("estimated accuracy", justify="right")
     table.add_column(f"{rows[0]['level']:.0%} interval", justify="right")
+    table.add_column(f"{rows[0]['level']:.0%} shift band", justify="right")
     has_score = any("score" in row for row in rows)
     if has_score:
         table.add_column("score", justify="right")
@@ -213,7 +234,9 @@ def _print_table(rows: list[dict[str, Any]], val: Path, target: Path) -> None:
         table.add_column("abs error", justify="right")
     table.add_column("n_target", justify="right")
     for row in rows:
-        cells = [row["method"], _fmt_accuracy(row["accuracy"]), _fmt_interval(row["interval"])]
+        name = f"{row['method']} (recommended)" if row.get("recommended") else row["method"]
+        cells = [name, _fmt_accuracy(row["accuracy"]), _fmt_interval(row["interval"]),
+                 _fmt_interval(row.get("shift_interval", (None, None)))]
         if has_score:
             cells.append("" if row.get("score") is None else f"{row['score']:.4f}")
         if has_truth:
@@ -223,7 +246,7 @@ def _print_table(rows: list[dict[str, Any]], val: Path, target: Path) -> None:
     console = Console(soft_wrap=True)
     # the interval column makes the table about 95 characters wide; below that rich would wrap
     # the headers, so a narrower terminal wraps the lines instead
-    Console(soft_wrap=True, width=max(console.width, 100)).print(table)
+    Console(soft_wrap=True, width=max(console.width, 132)).print(table)
 
 
 def _print_per_class(rows: list[dict[str, Any]], target: Path) -> None:
@@ -320,8 +343,9 @@ def estimate_command(
     for message in messages:
         typer.echo(f"warning: {' '.join(message.split())}", err=True)
     if json_output:
-        keep = ("method", "accuracy", "score", "interval", "level", "n_target", "true_accuracy",
-                "abs_error", "per_class", "params", "diagnostics")
+        keep = ("method", "accuracy", "score", "interval", "shift_interval", "level",
+                "recommended", "n_target", "true_accuracy", "abs_error", "per_class", "params",
+                "diagnostics")
         typer.echo(json.dumps([{k: row[k] for k in keep if k in row} for row in rows], indent=2))
     else:
         _print_table(rows, val, target)

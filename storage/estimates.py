@@ -53,6 +53,9 @@ class EstimateRow:
         NaN (stored as NULL) where the method gives none.
     interval_level : float
         Its nominal coverage; NaN where there is no interval.
+    shift_low, shift_high : float
+        The estimate's shift-aware band at ``interval_level``
+        (:attr:`estimators.base.AccuracyEstimate.shift_interval`); NaN (NULL) where none.
     per_class_json : str or None
         Per predicted class ``{"estimated": [...], "count": [...]}`` (JSON, NaN as null) for
         methods with per-sample probabilities; None otherwise.
@@ -73,6 +76,8 @@ class EstimateRow:
     interval_high: float = math.nan
     interval_level: float = math.nan
     per_class_json: str | None = None
+    shift_low: float = math.nan
+    shift_high: float = math.nan
 
 
 _ARROW_SCHEMA = pa.schema(
@@ -91,6 +96,8 @@ _ARROW_SCHEMA = pa.schema(
         ("interval_high", pa.float64()),
         ("interval_level", pa.float64()),
         ("per_class_json", pa.string()),
+        ("shift_low", pa.float64()),
+        ("shift_high", pa.float64()),
     ]
 )
 
@@ -98,14 +105,15 @@ _ARROW_SCHEMA = pa.schema(
 _COLUMNS = (
     "run_key, split, method, params_json, estimated_accuracy, true_accuracy, abs_error, "
     "fit_seconds, estimate_seconds, diagnostics_json, code_version, interval_low, "
-    "interval_high, interval_level, per_class_json"
+    "interval_high, interval_level, per_class_json, shift_low, shift_high"
 )
 
 
 #: Numbers stored as NULL when not finite: a missing interval, and the accuracy (and so the error)
 #: of a score method (MaNo, nuclear norm), which has no accuracy without a score-to-accuracy map.
 _NULLABLE_NUMBERS: frozenset[str] = frozenset(
-    {"interval_low", "interval_high", "interval_level", "estimated_accuracy", "abs_error"}
+    {"interval_low", "interval_high", "interval_level", "estimated_accuracy", "abs_error",
+     "shift_low", "shift_high"}
 )
 
 
@@ -159,6 +167,8 @@ def _check_rows(run_key: str, rows: Sequence[EstimateRow]) -> None:
             "interval_low",
             "interval_high",
             "interval_level",
+            "shift_low",
+            "shift_high",
         ):
             value = getattr(row, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -227,11 +237,11 @@ def write_estimates(
                 "INSERT INTO estimates (run_key, split, method, params_json, estimated_accuracy, "
                 "true_accuracy, abs_error, fit_seconds, estimate_seconds, diagnostics_json, "
                 "code_version, created_at, interval_low, interval_high, interval_level, "
-                "per_class_json) "
+                "per_class_json, shift_low, shift_high) "
                 "SELECT ?, split, method, params_json, estimated_accuracy, true_accuracy, "
                 "abs_error, fit_seconds, estimate_seconds, diagnostics_json, code_version, "
-                "?::TIMESTAMP, interval_low, interval_high, interval_level, per_class_json "
-                "FROM alsa_bench_estimates_batch",
+                "?::TIMESTAMP, interval_low, interval_high, interval_level, per_class_json, "
+                "shift_low, shift_high FROM alsa_bench_estimates_batch",
                 [run_key, created],
             )
     finally:
@@ -270,6 +280,8 @@ def read_estimates(con: duckdb.DuckDBPyConnection, run_key: str) -> list[Estimat
             interval_high=nan if row[12] is None else row[12],
             interval_level=nan if row[13] is None else row[13],
             per_class_json=row[14],
+            shift_low=nan if row[15] is None else row[15],
+            shift_high=nan if row[16] is None else row[16],
         )
         for row in rows
     ]
@@ -331,6 +343,8 @@ def estimates_digest(rows: Iterable[EstimateRow]) -> str:
             number(row.interval_high),
             number(row.interval_level),
             row.per_class_json or "",
+            number(row.shift_low),
+            number(row.shift_high),
         ]
         for row in rows
     )

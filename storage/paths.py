@@ -55,3 +55,8 @@ def reports_dir() -> Path:
     """Folder of human-readable reports: ``$ALSA_BENCH_REPORTS`` or ``<state>/reports``."""
     override = os.environ.get("ALSA_BENCH_REPORTS")
     return Path(override) if override else state_dir() / "reports"
+
+
+def calibration_path() -> Path:
+    """The state folder's calibration (``alsa-bench calibrate`` writes it; used when present)."""
+    return state_dir() / "calibration.json"

@@ -33,6 +33,8 @@ keys. The bytes depend on the pyarrow version (it names itself in the footer).
 
 from __future__ import annotations
 
+import math
+
 import json
 import logging
 import os
@@ -437,8 +439,12 @@ _ESTIMATE_SCHEMA = pa.schema([
     ("estimate_seconds", pa.float64()), ("diagnostics_json", pa.string()),
     ("code_version", pa.string()), ("interval_low", pa.float64()),
     ("interval_high", pa.float64()), ("interval_level", pa.float64()),
-    ("per_class_json", pa.string()),
+    ("per_class_json", pa.string()), ("shift_low", pa.float64()), ("shift_high", pa.float64()),
 ])
+
+
+#: Columns added with schema 4 (absent from older estimates files).
+_BAND_COLUMNS = frozenset({"shift_low", "shift_high"})
 
 
 def write_estimates_file(
@@ -524,9 +530,12 @@ def read_estimates_file(path: str | Path, *, verify: bool = True) -> EstimatesCo
     table, meta = _read_table(p, "estimates")
     run_key = cast(str, meta.get("run_key"))
     try:
-        cols = {name: table.column(name).to_pylist() for name in _ESTIMATE_SCHEMA.names}
+        # Files written before schema 4 have no shift-aware band: NaN, as the migration leaves it.
+        cols = {name: table.column(name).to_pylist() if name in table.column_names
+                or name not in _BAND_COLUMNS else [math.nan] * table.num_rows
+                for name in _ESTIMATE_SCHEMA.names}
         rows = [
-            EstimateRow(run_key=run_key, **{k: v[i] for k, v in cols.items()})
+            EstimateRow(run_key=run_key, **{k: v[i] for k, v in cols.items()})  # type: ignore[arg-type]
             for i in range(table.num_rows)
         ]
     except (KeyError, TypeError, pa.ArrowException) as exc:

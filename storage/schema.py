@@ -48,7 +48,7 @@ import duckdb
 
 from .errors import SchemaVersionError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the tables below; bump it (and add a migration) when a table changes."""
 
 TABLES: tuple[str, ...] = (
@@ -120,6 +120,8 @@ _DDL: tuple[str, ...] = (
         interval_high      DOUBLE,
         interval_level     DOUBLE,
         per_class_json     VARCHAR,
+        shift_low          DOUBLE,
+        shift_high         DOUBLE,
         PRIMARY KEY (run_key, split, method)
     )
     """,
@@ -162,7 +164,9 @@ _DDL: tuple[str, ...] = (
         e.split,
         e.interval_low,
         e.interval_high,
-        e.interval_level
+        e.interval_level,
+        e.shift_low,
+        e.shift_high
     FROM estimates AS e
     JOIN splits AS s ON s.run_key = e.run_key AND s.split = e.split
     JOIN runs AS r ON r.run_key = e.run_key
@@ -190,6 +194,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         PRIMARY KEY (sha256)
     )
     """,
+    ),
+    3: (
+        "ALTER TABLE estimates ADD COLUMN IF NOT EXISTS shift_low DOUBLE",
+        "ALTER TABLE estimates ADD COLUMN IF NOT EXISTS shift_high DOUBLE",
     ),
 }
 

@@ -182,6 +182,7 @@ def write_report(
             tables["per_class_mae"] = per_class
             tables["per_class_table"] = per_class_wide(per_class)
         anchor_figs = anchor_figures(con, tables["rows"]) if anchor_plots else []
+        trust = _trust_tables(con, tables["rows"]["run_key"].unique().tolist())
 
     name = run_name or "-".join(sorted(tables["rows"]["suite"].astype(str).unique()))
     folder = Path(out_dir) if out_dir is not None else reports_dir()
@@ -208,6 +209,10 @@ def write_report(
         tables["score_mapped"].to_csv(folder / "score_mapped.csv", index=False)
         tables["score_correlation"].to_csv(folder / "score_correlation.csv", index=False)
     (folder / "mae.txt").write_text(format_mae_text(tables) + "\n", encoding="utf-8")
+    if trust is not None:
+        trust["auto"].to_csv(folder / "trust_auto.csv", index=False)
+        trust["band"].to_csv(folder / "band.csv", index=False)
+        trust["families"].to_csv(folder / "trust_families.csv", index=False)
 
     pngs: list[tuple[str, str, bytes]] = []
     rows = tables["rows"]
@@ -232,6 +237,10 @@ def write_report(
     heading = title or f"alsa-bench report: {name}"
     notes = [f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} from `report_rows`."]
     md = render_markdown(tables, title=heading, images=[(c, f) for c, f, _ in pngs], notes=notes)
+    if trust is not None:
+        from tasks.report.calibration import trust_markdown
+
+        md = md.rstrip("\n") + "\n\n" + trust_markdown(trust)
     (folder / "report.md").write_text(md, encoding="utf-8")
     marker = folder / FINGERPRINT_FILE
     if fingerprint is None:
@@ -242,6 +251,23 @@ def write_report(
     if publish_artifacts:
         publish(tables, name=name, title=heading, notes=notes, pngs=pngs)
     return ReportRef(name=name, folder=str(folder.resolve()))
+
+
+def _trust_tables(con: Any, run_keys: Sequence[str]) -> dict[str, pd.DataFrame] | None:
+    """The "Which estimate to trust" tables over these runs (leave-one-dataset-out), or None
+    where they cannot be measured (fewer than 3 datasets with every label-free method)."""
+    import numpy as np
+
+    from tasks.report.calibration import calibration_table, trust_tables
+
+    try:
+        table, keys = calibration_table(con)
+    except ValueError:
+        return None
+    table = table.subset(keys["run_key"].isin(set(run_keys)).to_numpy())
+    if len(np.unique(table.groups)) < 4:
+        return None
+    return trust_tables(table)
 
 
 def read_fingerprint(folder: str | Path) -> str | None:

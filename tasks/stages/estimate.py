@@ -344,6 +344,7 @@ def estimate_rows(
                 interval=result.interval, level=result.level,
                 fit_seconds=fit_seconds[name], estimate_seconds=seconds,
                 code_version=code_version, per_class_json=per_class_json,
+                shift_interval=result.shift_interval,
             ))
         logger.info(
             "Run %s: estimated split %s (%d samples, true accuracy %.4f) with %d methods",

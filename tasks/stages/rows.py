@@ -8,6 +8,8 @@ NaN-to-NULL rule are the same for every row.
 
 from __future__ import annotations
 
+import math
+
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -50,6 +52,7 @@ def estimate_row(
     estimate_seconds: float,
     code_version: str = "",
     per_class_json: str | None = None,
+    shift_interval: tuple[float, float] = (math.nan, math.nan),
 ) -> EstimateRow:
     """One row of the ``estimates`` table: the only place such a row is built.
 
@@ -75,6 +78,8 @@ def estimate_row(
     code_version : str, default ""
     per_class_json : str, optional
         From :func:`per_class_record`.
+    shift_interval : (float, float), optional
+        The shift-aware band at ``level`` (NaN where none).
     """
     estimated, true = float(accuracy), float(info.true_accuracy)
     return EstimateRow(
@@ -93,5 +98,7 @@ def estimate_row(
         interval_high=float(interval[1]),
         interval_level=float(level),
         per_class_json=per_class_json,
+        shift_low=float(shift_interval[0]),
+        shift_high=float(shift_interval[1]),
     )
 

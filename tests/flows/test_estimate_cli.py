@@ -329,8 +329,13 @@ def test_bad_level_is_one_error_line(files, level):
 def test_score_estimators_do_not_run_by_default(files):
     result = invoke("--val", files["val"], "--target", files["target"], "--json")
     assert result.exit_code == 0, result.output
-    methods = [row["method"] for row in json.loads(result.stdout)]
-    assert methods == available_estimators()
+    rows = json.loads(result.stdout)
+    methods = [row["method"] for row in rows]
+    assert methods == available_estimators() + ["auto"]  # auto from their estimates, last
+    assert [row["recommended"] for row in rows] == [False] * (len(rows) - 1) + [True]
+    low, high = rows[-1]["shift_interval"]
+    assert low <= rows[-1]["accuracy"] <= high
+    assert all(r["shift_interval"][0] <= r["interval"][0] for r in rows)
     assert "mano" not in methods and "nuclear-norm" not in methods
 
 

@@ -31,12 +31,13 @@ CONTRACT_COLUMNS = {
         "run_key", "split", "method", "params_json", "estimated_accuracy", "true_accuracy",
         "abs_error", "fit_seconds", "estimate_seconds", "diagnostics_json", "code_version",
         "created_at", "interval_low", "interval_high", "interval_level", "per_class_json",
+        "shift_low", "shift_high",
     ],
     "anchors": ["run_key", "method", "anchor_index", "position", "peak", "variance"],
     "report_rows": [
         "suite", "dataset", "backbone", "seed", "shift_family", "shift", "severity", "n_target",
         "method", "estimated_accuracy", "true_accuracy", "abs_error", "run_key", "split",
-        "interval_low", "interval_high", "interval_level",
+        "interval_low", "interval_high", "interval_level", "shift_low", "shift_high",
     ],
 }
 
@@ -160,11 +161,11 @@ def test_old_schema_database_is_migrated_and_keeps_its_rows(tmp_path):
         con.execute(statement)
     con.close()
     # read-only: refused with a message that says how to migrate
-    with pytest.raises(SchemaVersionError, match=r"version 1.*expects 3.*writable"):
+    with pytest.raises(SchemaVersionError, match=r"version 1.*expects 4.*writable"):
         with connect(db, read_only=True):
             pass
     with connect(db) as con:  # writable: migrated in place
-        assert read_schema_version(con) == SCHEMA_VERSION == 3
+        assert read_schema_version(con) == SCHEMA_VERSION == 4
         assert _columns(con, "ingested") == ["sha256", "kind", "run_key", "ingested_at"]
         for name, columns in CONTRACT_COLUMNS.items():
             assert _columns(con, name) == columns, name
@@ -179,4 +180,4 @@ def test_old_schema_database_is_migrated_and_keeps_its_rows(tmp_path):
         new = [r for r in read_estimates(con, "r") if r.split == "noise"][0]
         assert (new.interval_low, new.interval_high, new.interval_level) == (0.55, 0.65, 0.9)
     with connect(db, read_only=True) as con:  # now current
-        assert read_schema_version(con) == 3
+        assert read_schema_version(con) == 4
