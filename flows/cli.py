@@ -191,6 +191,7 @@ def _plan_and_run(options: RunOptions, refresh_stages: Sequence[str], seed_arg: 
         fail(f"--run-name names one report, but {len(plans)} suites were chosen "
              f"({', '.join(p.suite for p in plans)}); give one --suite with it.")
     _guard(lambda: _check_online(plans), user_errors=(ValueError, FileNotFoundError))
+    _guard(lambda: _check_data_provenance(plans), user_errors=(ValueError,))
     refreshing = [s for s in STAGES if s in refresh_stages]
     with _prefect_server():
         _run_plans(plans, refreshing, options)
@@ -356,6 +357,23 @@ def _check_online(plans: Sequence[Any]) -> None:
                 from tasks.models.backbones.distilbert import check_weights
 
                 check_weights()  # one line: what is missing, where it looked, how to get it
+
+
+def _check_data_provenance(plans: Sequence[Any]) -> None:
+    """Refuse, before Prefect starts, a run that would put results of a generated (synthetic)
+    release and of the real one of the same dataset in this state folder
+    (:func:`tasks.data.synthetic.check_provenance`); record which kind each dataset's data is."""
+    from storage.db import connect
+    from storage.paths import data_dir, db_path, state_dir
+    from storage.runs import list_runs
+    from tasks.data.synthetic import check_provenance
+
+    stored: set[str] = set()
+    if db_path().exists():
+        with connect(read_only=True) as con:
+            stored = {run.dataset for run in list_runs(con)}
+    for name in sorted({name for plan in plans for name in plan.datasets}):
+        check_provenance(state_dir(), name, data_dir(), has_results=name in stored)
 
 
 # ------------------------------------------------------------------------------------------ report

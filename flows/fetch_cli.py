@@ -133,12 +133,20 @@ def datasets_command(
     _print_table(rows, str(root))
 
 
+def _presence(row: DatasetStatus) -> str:
+    """``yes``/``no``, or ``synthetic`` for a generated release (benchmarks/synth_release.py)."""
+    if row.synthetic:
+        return "synthetic" if row.present else "no (synthetic, incomplete)"
+    return "yes" if row.present else "no"
+
+
 def _print_table(rows: list[DatasetStatus], root: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"Datasets (data root {root})",
-                  caption="online datasets: `alsa-bench fetch DATASET` downloads them once.")
+                  caption="online datasets: `alsa-bench fetch DATASET` downloads them once; "
+                          "synthetic = a generated release, not the real data.")
     for column, justify in (("dataset", "left"), ("suite", "left"), ("modality", "left"),
                             ("online/offline", "left"), ("present", "left"), ("size", "right"),
                             ("backbones", "left"), ("paper row", "left")):
@@ -146,7 +154,7 @@ def _print_table(rows: list[DatasetStatus], root: str) -> None:
     for row in rows:
         table.add_row(
             row.name, row.suite, row.modality, "online" if row.online else "offline",
-            "yes" if row.present else "no", format_size(row.size_bytes),
+            _presence(row), format_size(row.size_bytes),
             ", ".join(row.backbones), row.paper_row or "-",
         )
     console = Console(soft_wrap=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from storage.paths import data_dir
 from tasks.data.datasets import get_dataset_spec
+from tasks.data.synthetic import is_synthetic
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,9 @@ class DatasetStatus:
         Row of the ALSA paper's tables the dataset reproduces ("" if none).
     fetchable : bool
         Whether ``alsa-bench fetch`` downloads it (the spec declares ``sources``).
+    synthetic : bool
+        Whether the data root holds a generated release of it (``benchmarks/synth_release.py``,
+        marked by :func:`tasks.data.synthetic.marker_path`), not the real one.
     """
 
     name: str
@@ -51,6 +55,7 @@ class DatasetStatus:
     backbones: tuple[str, ...]
     paper_row: str
     fetchable: bool
+    synthetic: bool = False
 
     def to_record(self) -> dict[str, Any]:
         """A JSON-ready dict with stable keys (``backbones`` as a list)."""
@@ -99,6 +104,7 @@ def dataset_status(name: str, root: Path | str | None = None) -> DatasetStatus:
         else available_backbones(spec.modality),
         paper_row=spec.paper_row,
         fetchable=bool(spec.sources),
+        synthetic=is_synthetic(base, spec.name),
     )
 
 

@@ -75,6 +75,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from storage.paths import data_dir
+from tasks.data.synthetic import clear_marker
 from tasks.data.datasets import get_dataset_spec
 from tasks.data.errors import ChecksumError, DatasetUnavailableError
 from tasks.data.files import atomic_target
@@ -199,6 +200,7 @@ def fetch_dataset(
                        timeout=float(timeout), folder=folders.get(remote.filename))
         )
     _verify_installed(spec, module, base, sources)
+    clear_marker(base, spec.name)  # the real release is in place: no longer a generated one
     return installed
 
 

@@ -31,7 +31,8 @@ from typing import Any, Final
 
 import pandas as pd
 
-from storage.paths import reports_dir
+from storage.paths import reports_dir, state_dir
+from tasks.data.synthetic import BANNER, is_synthetic, read_provenance, synthetic_datasets
 from tasks.report.alsa_figure import anchor_figures, plot_alsa_anchors, simplex_plane_basis
 from tasks.report.artifacts import publish
 from tasks.report.figures import plot_ablations, plot_scatter, plot_temporal, save_png
@@ -208,7 +209,9 @@ def write_report(
     if "score_mapped" in tables:
         tables["score_mapped"].to_csv(folder / "score_mapped.csv", index=False)
         tables["score_correlation"].to_csv(folder / "score_correlation.csv", index=False)
-    (folder / "mae.txt").write_text(format_mae_text(tables) + "\n", encoding="utf-8")
+    synthetic = _synthetic_datasets(db, tables["rows"]["dataset"].astype(str).unique().tolist())
+    banner = f"{BANNER.strip('*')}\n" if synthetic else ""
+    (folder / "mae.txt").write_text(banner + format_mae_text(tables) + "\n", encoding="utf-8")
     if trust is not None:
         trust["auto"].to_csv(folder / "trust_auto.csv", index=False)
         trust["band"].to_csv(folder / "band.csv", index=False)
@@ -236,11 +239,16 @@ def write_report(
 
     heading = title or f"alsa-bench report: {name}"
     notes = [f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} from `report_rows`."]
+    if synthetic:
+        notes.insert(0, f"{BANNER}: the data of {', '.join(synthetic)} is a generated release "
+                        f"(benchmarks/synth_release.py), for measuring cost only.")
     md = render_markdown(tables, title=heading, images=[(c, f) for c, f, _ in pngs], notes=notes)
     if trust is not None:
         from tasks.report.calibration import trust_markdown
 
         md = md.rstrip("\n") + "\n\n" + trust_markdown(trust)
+    if synthetic:
+        md = f"{BANNER}\n\n{md}"
     (folder / "report.md").write_text(md, encoding="utf-8")
     marker = folder / FINGERPRINT_FILE
     if fingerprint is None:
@@ -268,6 +276,25 @@ def _trust_tables(con: Any, run_keys: Sequence[str]) -> dict[str, pd.DataFrame] 
     if len(np.unique(table.groups)) < 4:
         return None
     return trust_tables(table)
+
+
+def _synthetic_datasets(db: str | Path | None, datasets: Sequence[str]) -> list[str]:
+    """The reported datasets whose results come from a generated release: the state folder's
+    record (:func:`tasks.data.synthetic.synthetic_datasets`), or, for a dataset it does not
+    list, the marker in the state folder's data root."""
+    state = Path(db).parent if db is not None else state_dir()
+    recorded = _read_provenance_safely(state)
+    out = set(synthetic_datasets(state, datasets))
+    out.update(d for d in datasets if d not in recorded and is_synthetic(state / "data", d))
+    return sorted(out)
+
+
+def _read_provenance_safely(state: Path) -> dict[str, Any]:
+    """The state folder's data record, or {} when it is unreadable (the report still renders)."""
+    try:
+        return read_provenance(state)
+    except ValueError:
+        return {}
 
 
 def read_fingerprint(folder: str | Path) -> str | None:

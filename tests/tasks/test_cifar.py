@@ -10,16 +10,15 @@ CIFAR-C one ``(5 k, 32, 32, 3)`` array per corruption and ``labels.npy``.
 from __future__ import annotations
 
 import dataclasses
-import io
 import os
 import pickle
-import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from benchmarks.synth_release import py2_dumps
 from tasks.models.backbones import get_backbone, get_backbone_spec
 from tasks.data.datasets import cifar
 from tasks.data.errors import DatasetUnavailableError
@@ -28,44 +27,6 @@ from tasks.models.modalities import get_adapter
 from tasks.data.families import split_rng
 
 N_TEST = 20  # test images per tiny test set (and rows per CIFAR-C severity block)
-
-
-class _Py2Pickler(pickle._Pickler):  # type: ignore[misc,name-defined]
-    """Protocol 2 as Python 2 wrote it: ``str`` opcodes for byte strings, ``numpy.core`` globals."""
-
-    dispatch = dict(pickle._Pickler.dispatch)  # type: ignore[attr-defined]
-
-    def save_bytes(self, obj: bytes) -> None:
-        n = len(obj)
-        op = pickle.SHORT_BINSTRING + bytes([n]) if n < 256 else (
-            pickle.BINSTRING + struct.pack("<i", n))
-        self.write(op + obj)
-        self.memoize(obj)
-
-    dispatch[bytes] = save_bytes
-
-    def save_str(self, obj: str) -> None:  # Python 2 ``str`` is bytes: 'u1', '|' in numpy dtypes
-        self.save_bytes(obj.encode("latin-1"))
-
-    dispatch[str] = save_str
-
-    def save_global(self, obj, name=None):  # noqa: ANN001
-        module = getattr(obj, "__module__", "")
-        if module.startswith("numpy._core"):
-            name = name or obj.__qualname__
-            self.write(pickle.GLOBAL + f"{module.replace('numpy._core', 'numpy.core')}\n"
-                       f"{name}\n".encode())
-            self.memoize(obj)
-            return
-        super().save_global(obj, name)
-
-    dispatch[type] = save_global
-
-
-def _py2_dumps(obj: object) -> bytes:
-    buf = io.BytesIO()
-    _Py2Pickler(buf, protocol=2).dump(obj)
-    return buf.getvalue()
 
 
 def _images(n: int, seed: int) -> np.ndarray:
@@ -83,7 +44,7 @@ def _rows(images: np.ndarray) -> np.ndarray:
 
 
 def _batch(images: np.ndarray, labels: np.ndarray, key: bytes) -> bytes:
-    return _py2_dumps({
+    return py2_dumps({
         b"batch_label": b"training batch 1 of 5",
         key: [int(v) for v in labels],
         b"data": _rows(images),
@@ -119,7 +80,7 @@ def cifar10_root(tmp_path: Path) -> tuple[Path, dict]:
         truth["train_y"].append(y)
     truth["test_x"], truth["test_y"] = _images(N_TEST, 50), _labels(N_TEST, 10, 50)
     (folder / "test_batch").write_bytes(_batch(truth["test_x"], truth["test_y"], b"labels"))
-    (folder / "batches.meta").write_bytes(_py2_dumps(
+    (folder / "batches.meta").write_bytes(py2_dumps(
         {b"label_names": [n.encode() for n in cifar.CIFAR10_CLASSES], b"num_vis": 3072}))
     v1 = root / cifar.CIFAR10_1_DIR
     v1.mkdir()
@@ -148,7 +109,7 @@ def test_batches_decode_to_the_right_pixels_labels_and_imbalance(cifar10_root) -
     src = cifar.load_source_cifar10(root)
     meta = root / cifar.CIFAR10_DIR / "batches.meta"
     good_meta = meta.read_bytes()
-    meta.write_bytes(_py2_dumps({b"label_names": [b"cat", b"dog"]}))
+    meta.write_bytes(py2_dumps({b"label_names": [b"cat", b"dog"]}))
     with pytest.raises(ValueError, match=r"batches\.meta' must list the 10 class names"):
         cifar.load_source_cifar10(root)
     meta.write_bytes(good_meta)
@@ -242,10 +203,10 @@ def test_cifar100_reads_fine_labels(tmp_path: Path) -> None:
     tx, ty = _images(400, 1), _labels(400, 100, 1)
     ex, ey = _images(N_TEST, 2), _labels(N_TEST, 100, 2)
     for name, x, y in (("train", tx, ty), ("test", ex, ey)):
-        blob = _py2_dumps({b"fine_labels": [int(v) for v in y], b"coarse_labels": [0] * len(y),
+        blob = py2_dumps({b"fine_labels": [int(v) for v in y], b"coarse_labels": [0] * len(y),
                            b"data": _rows(x), b"filenames": [b"a.png"] * len(y)})
         (folder / name).write_bytes(blob)
-    (folder / "meta").write_bytes(_py2_dumps(
+    (folder / "meta").write_bytes(py2_dumps(
         {b"fine_label_names": [n.encode() for n in cifar.CIFAR100_CLASSES]}))
     c = _write_c(root / cifar.CIFAR100_C_DIR, 100, ey)
     src = cifar.load_source_cifar100(root)
@@ -290,31 +251,31 @@ class _Eval:
 def test_malicious_pickle_is_refused_without_running(tmp_path: Path) -> None:
     flag = tmp_path / "pwned"
     path = tmp_path / "data_batch_1"
-    path.write_bytes(_py2_dumps({b"data": _Evil(flag), b"labels": [0]}))
+    path.write_bytes(py2_dumps({b"data": _Evil(flag), b"labels": [0]}))
     with pytest.raises(ValueError, match=r"refusing global (posix|os)\.system") as info:
         cifar.read_batch(path, b"labels", 10)
     assert str(path) in str(info.value) and "\n" not in str(info.value)
     assert not flag.exists()
     # builtins are refused too (protocol 2 spells them __builtin__), and so is a
     # Python 3 pickle, whose byte strings go through _codecs.encode
-    path.write_bytes(_py2_dumps([_Eval(flag)]))
+    path.write_bytes(py2_dumps([_Eval(flag)]))
     with pytest.raises(ValueError, match=r"refusing global (__builtin__|builtins)\.eval"):
         cifar.read_batch(path, b"labels", 10)
     assert not flag.exists()
     path.write_bytes(pickle.dumps({b"data": np.zeros((2, 3072), np.uint8)}, protocol=2))
     with pytest.raises(ValueError, match=r"refusing global _codecs\.encode"):
         cifar.read_batch(path, b"labels", 10)
-    path.write_bytes(_py2_dumps([1, 2]))
+    path.write_bytes(py2_dumps([1, 2]))
     with pytest.raises(ValueError, match=r"must be a dict with keys b'data' and b'labels'"):
         cifar.read_batch(path, b"labels", 10)
-    path.write_bytes(_py2_dumps({b"data": np.zeros((2, 5), np.uint8), b"labels": [0, 1]}))
+    path.write_bytes(py2_dumps({b"data": np.zeros((2, 5), np.uint8), b"labels": [0, 1]}))
     with pytest.raises(ValueError, match=r"b'data' must be a uint8 array \(n, 3072\)"):
         cifar.read_batch(path, b"labels", 10)
-    good = _py2_dumps({b"data": _rows(_images(2, 0)), b"labels": [0, 1]})
+    good = py2_dumps({b"data": _rows(_images(2, 0)), b"labels": [0, 1]})
     path.write_bytes(good[: len(good) // 2])  # an interrupted copy
     with pytest.raises(ValueError, match=r"cannot read CIFAR batch .*official release"):
         cifar.read_batch(path, b"labels", 10)
-    path.write_bytes(_py2_dumps({b"data": _rows(_images(2, 0)), b"labels": [0, 10]}))
+    path.write_bytes(py2_dumps({b"data": _rows(_images(2, 0)), b"labels": [0, 10]}))
     with pytest.raises(ValueError, match=r"labels in \[0, 10\); got values from 0 to 10"):
         cifar.read_batch(path, b"labels", 10)
 

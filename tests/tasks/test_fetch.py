@@ -637,7 +637,7 @@ def test_status_absent_and_guarded(monkeypatch, tmp_path):
     record = dataset_status(NAME, tmp_path).to_record()
     assert record["present"] is False and record["online"] is True
     assert set(record) == {"name", "suite", "modality", "online", "present", "size_bytes",
-                           "backbones", "paper_row", "fetchable"}
+                           "backbones", "paper_row", "fetchable", "synthetic"}
 
 
 def test_a_concurrent_fetch_of_the_same_file_is_refused(server, monkeypatch, tmp_path):
