@@ -11,7 +11,6 @@ leave-one-dataset-out evidence of the report's "Which estimate to trust" section
 from __future__ import annotations
 
 import datetime as dt
-import subprocess
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from estimators.calibration import (
 )
 from estimators.shift_signals import PANEL, ShiftSignals
 from storage.logits import read_target_logits, read_val
+from tasks.report.benchmark_doc import _git_commit
 
 __all__ = ["CONCEPT_SHIFTS", "calibrate_database", "calibration_table", "trust_tables"]
 
@@ -125,15 +125,6 @@ def concept_mask(table: CalibrationTable,
     for dataset, family in concept:
         mask |= (table.groups == dataset) & (table.families == family)
     return mask
-
-
-def _git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10, cwd=Path(__file__).parent, check=False)
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 def calibrate_database(
