@@ -27,6 +27,13 @@ plain child process and stops it from an ``atexit`` hook. Two faults follow:
   reaches only the command, which then stops the server itself after its last API call.
 * The server is the same Prefect app with the same settings (``PREFECT_HOME``'s SQLite
   database, UI off, ephemeral services), so run history lands where it always did.
+* **One start at a time per database.** Each server migrates ``PREFECT_HOME``'s database and
+  registers block types while it starts. Two servers starting together on one fresh database
+  race in Alembic (the second reflects a table the first is rebuilding: ``NoSuchTableError:
+  block``, exit status 3). The child therefore holds an exclusive ``flock`` on
+  ``<PREFECT_HOME>/alsa-bench-server-start.lock`` from before the app starts until uvicorn says
+  it has started; a second server waits for the first, then finds the schema at head. The lock
+  is the kernel's, so a killed server releases it.
 
 A ``PREFECT_API_URL`` that is already set (a real ``prefect server start``, ``prefect config set
 PREFECT_API_URL=...``, the test harness) wins: no server is started, as before.
@@ -369,7 +376,37 @@ def serve(fd: int, port: int, parent: int) -> None:
     config = uvicorn.Config(
         "prefect.server.api.server:create_app", factory=True, log_level="error", lifespan="on",
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    server = uvicorn.Server(config)
+    lock = _start_lock()
+    threading.Thread(target=_release_when_started, args=(server, lock), name="start-lock",
+                     daemon=True).start()
+    server.run(sockets=[sock])
+
+
+#: The file whose ``flock`` serialises server starts on one Prefect home (see the module doc).
+START_LOCK_NAME = "alsa-bench-server-start.lock"
+
+
+def _start_lock() -> int:
+    """Block until this process holds the exclusive start lock of its Prefect home; return the
+    descriptor (closing it, or exiting, releases the lock)."""
+    import fcntl
+
+    from prefect.settings import get_current_settings
+
+    home = Path(get_current_settings().home).expanduser()
+    home.mkdir(parents=True, exist_ok=True)
+    fd = os.open(home / START_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def _release_when_started(server: object, lock: int) -> None:
+    """Thread body: release the start lock once uvicorn has run the app's startup (migrations,
+    block registration) and serves, or once it has given up."""
+    while not getattr(server, "started", False) and not getattr(server, "should_exit", False):
+        time.sleep(0.05)
+    os.close(lock)
 
 
 def _main(argv: list[str]) -> int:

@@ -179,6 +179,40 @@ def test_two_servers_get_two_ports_and_each_answers_on_its_own(tmp_path, monkeyp
     assert first.process.returncode is not None and second.process.returncode is not None
 
 
+@pytest.mark.flow
+def test_a_server_waits_for_the_start_lock_of_its_prefect_home(tmp_path, monkeypatch) -> None:
+    """Two servers migrating one fresh SQLite file together race in Alembic (CI saw
+    ``NoSuchTableError: block``); the start lock makes the second wait for the first."""
+    import fcntl
+
+    from flows.server import START_LOCK_NAME
+
+    home = tmp_path / "prefect"
+    home.mkdir()
+    monkeypatch.setenv("PREFECT_HOME", str(home))
+    holder = os.open(home / START_LOCK_NAME, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # as a server that is still migrating would
+    server = start_server()
+    try:
+        time.sleep(8)  # longer than the app takes to start on a warm machine
+        assert server.process.poll() is None and not server.healthy(timeout=1)
+        assert not (home / "prefect.db").exists()  # it has not touched the database
+        os.close(holder)
+        server.wait_healthy(240)
+        assert server.healthy()
+        with open(home / START_LOCK_NAME) as f:  # released once uvicorn reports it started
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    assert time.monotonic() < deadline, "the server kept its start lock"
+                    time.sleep(0.05)
+    finally:
+        server.stop()
+
+
 def test_a_server_that_exits_at_once_is_one_clear_error(tmp_path) -> None:
     server = start_server({**os.environ, "PYTHONPATH": str(tmp_path / "nowhere"),
                            "PYTHONHOME": str(tmp_path / "no-python-here")})
