@@ -43,6 +43,7 @@ BAD_ANY: dict[str, list[Any]] = {
     "label_marginal": ["bogus"],
     "covariate": ["nope", "shift-gate", "mano", 3],
     "covariate_params": [[1, 2]],
+    "base_params": [[1, 2], 3],
 }
 
 
