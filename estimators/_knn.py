@@ -79,6 +79,14 @@ def _block_rows(n_ref: int, block_bytes: int) -> int:
 
 
 def _squared_block(q: F32, q_sq: F32, ref: F32, ref_sq: F32) -> F32:
+    torch = _torch()
+    if torch is not None and q.shape[0] * ref.shape[0] >= 1 << 20:
+        # one fused product ||r||^2 - 2 q r (torch's GEMM was about 1.6x numpy's here)
+        t = torch.addmm(torch.from_numpy(ref_sq), torch.from_numpy(np.ascontiguousarray(q)),
+                        torch.from_numpy(ref).T, beta=1, alpha=-2)
+        t += torch.from_numpy(q_sq)[:, None]
+        t.clamp_(min=0.0)
+        return cast(F32, t.numpy())
     d2 = q @ ref.T
     d2 *= -2.0
     d2 += ref_sq[None, :]

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._features import FeatureArray
+from ._knn import _torch
 from .params import Param
 from .registry import register
 from .score_map import SCORE_MAP, ScoreEstimator
@@ -65,13 +66,18 @@ def dispersion_score(features: FeatureArray, predicted: NDArray[np.int64], n_cla
 
 
 def _class_sums(out: NDArray[np.float64], x: NDArray[Any], predicted: NDArray[np.int64]) -> None:
-    """Per-class row sums as one-hot^T x, block by block (bounded memory)."""
-    c = out.shape[0]
+    """Per-class row sums in float64, block by block (bounded memory): ``torch.index_add_``
+    where torch is installed (a one-hot matrix product took 1.2 s at 100k x 512 on 2 busy
+    cores), else ``numpy.add.at``."""
+    torch = _torch()
     for s in range(0, x.shape[0], 65_536):
-        p = predicted[s:s + 65_536]
-        onehot = np.zeros((p.size, c), dtype=x.dtype)
-        onehot[np.arange(p.size), p] = 1.0
-        out += (onehot.T @ x[s:s + 65_536]).astype(np.float64)
+        block = np.asarray(x[s:s + 65_536], dtype=np.float64)
+        idx = predicted[s:s + 65_536]
+        if torch is None:
+            np.add.at(out, idx, block)
+        else:
+            acc = torch.from_numpy(out)
+            acc.index_add_(0, torch.from_numpy(np.ascontiguousarray(idx)), torch.from_numpy(block))
 
 
 @register("dispersion")
