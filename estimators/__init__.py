@@ -13,6 +13,11 @@ The score estimators ``mano`` and ``nuclear-norm`` return a score in ``diagnosti
 an accuracy only through a ``score_map`` (:class:`ScoreMap`); they are listed with
 ``available_estimators(include_scores=True)``. The shift gate (``shift-gate``) runs only when
 named: ``available_estimators(include_opt_in=True)`` lists it (``docs/SHIFT_GATE.md``).
+
+The feature methods ``distcs``, ``aline-s``, ``aline-d`` and the score ``dispersion`` also read
+the classifier's penultimate-layer features (``fit(..., val_features=..., train_features=...,
+train_labels=...)``, ``estimate(..., target_features=...)``) and refuse a call without them;
+``available_estimators(include_features=True)`` lists them (:func:`feature_estimators`).
 """
 
 from .base import AccuracyEstimate, Estimator
@@ -20,6 +25,7 @@ from ._validation import logits_from_probabilities
 from .exceptions import (
     ConvergenceWarning,
     DegenerateValidationWarning,
+    FeatureFallbackWarning,
     InertParameterWarning,
     NotFittedError,
     SmallSampleWarning,
@@ -29,6 +35,7 @@ from .registry import (
     available_estimators,
     check_estimator_params,
     estimator_params,
+    feature_estimators,
     get_estimator,
     register,
     score_estimators,
@@ -44,6 +51,9 @@ from . import nuclear_norm as _nuclear_norm  # noqa: E402,F401  (nuclear-norm, a
 from . import shift_gate as _shift_gate  # noqa: E402,F401  (shift-gate, opt-in)
 from . import calibration as _calibration  # noqa: E402,F401  (installs the shift-aware band)
 from . import auto as _auto  # noqa: E402,F401  (auto, opt-in)
+from . import distcs as _distcs  # noqa: E402,F401  (distcs, needs features)
+from . import aline as _aline  # noqa: E402,F401  (aline-s, aline-d, need features)
+from . import dispersion as _dispersion  # noqa: E402,F401  (dispersion, a score on features)
 
 __all__ = [
     "AccuracyEstimate",
@@ -51,6 +61,7 @@ __all__ = [
     "DegenerateValidationWarning",
     "ESTIMATORS",
     "Estimator",
+    "FeatureFallbackWarning",
     "InertParameterWarning",
     "NotFittedError",
     "Param",
@@ -60,6 +71,7 @@ __all__ = [
     "available_estimators",
     "check_estimator_params",
     "estimator_params",
+    "feature_estimators",
     "get_estimator",
     "leave_one_group_out",
     "logits_from_probabilities",

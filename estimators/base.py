@@ -23,6 +23,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import _shift_hook
+from ._features import (
+    FeatureArray,
+    FitFeatures,
+    check_fit_features,
+    check_target_features,
+    require_features,
+)
 from ._validation import check_logits, check_val_inputs, warn_small_target
 from .exceptions import InertParameterWarning, NotFittedError
 from .params import Param, inert_parameters, make_init, validate_params
@@ -286,6 +293,10 @@ class Estimator(ABC):
     opt_in: ClassVar[bool] = False
     #: Whether ``fit`` prepares the shift-aware band (the signal panel's own members do not).
     _with_shift_band: bool = True
+    #: Whether the estimator reads feature arrays (``val_features`` at ``fit``,
+    #: ``target_features`` at ``estimate``; :mod:`estimators._features`) and refuses a call
+    #: without them; left out of ``available_estimators()`` unless ``include_features=True``.
+    needs_features: ClassVar[bool] = False
 
     if TYPE_CHECKING:
         # Hyper-parameters are attributes that the synthesised ``__init__`` sets from ``PARAMS``;
@@ -346,8 +357,16 @@ class Estimator(ABC):
         return f"{type(self).__name__}({args})"
 
     # ----------------------------------------------------------------- public API
-    def fit(self, val_logits: Any, val_labels: Any) -> Self:
-        """Learn from labelled in-distribution validation logits.
+    def fit(
+        self,
+        val_logits: Any,
+        val_labels: Any,
+        *,
+        val_features: Any = None,
+        train_features: Any = None,
+        train_labels: Any = None,
+    ) -> Self:
+        """Learn from labelled in-distribution validation logits (and, optionally, features).
 
         Parameters
         ----------
@@ -357,10 +376,23 @@ class Estimator(ABC):
             pass ``np.log(p)`` or :func:`~estimators.logits_from_probabilities`.
         val_labels : array-like of shape (n_samples,)
             Integer class labels in ``[0, n_classes)``.
+        val_features : array-like of shape (n_samples, d), optional
+            Penultimate-layer features of the validation rows; read only by the methods with
+            ``needs_features = True`` (which require it), validated for every method.
+        train_features : array-like of shape (n_train, d), optional
+            Features of (a sample of) the training set; needs ``val_features``.
+        train_labels : array-like of shape (n_train,), optional
+            Labels of the ``train_features`` rows.
 
         Returns
         -------
         self
+
+        Raises
+        ------
+        ValueError
+            Malformed logits, labels or features (:mod:`estimators._features`); a feature
+            method called without ``val_features``.
 
         Warns
         -----
@@ -373,6 +405,14 @@ class Estimator(ABC):
         logits, labels = check_val_inputs(
             val_logits, val_labels, keep_float32=self.accepts_float32
         )
+        features = check_fit_features(
+            val_features, train_features, train_labels,
+            n_val=int(logits.shape[0]), n_classes=int(logits.shape[1]),
+        )
+        if self.needs_features and features is None:
+            raise require_features(type(self).__name__, self.name, "val_features", "fit")
+        self.fit_features_: FitFeatures | None = features if self.needs_features else None
+        self.feature_dim_: int | None = None if features is None else features.dim
         self._warn_inert_params(int(logits.shape[0]))
         self._fit(logits, labels)
         self.n_classes_ = int(logits.shape[1])
@@ -414,13 +454,18 @@ class Estimator(ABC):
         resid = float(np.mean((np.asarray(per_sample, dtype=np.float64) - correct) ** 2))
         return max(resid, floor)
 
-    def estimate(self, target_logits: Any, *, level: float = DEFAULT_LEVEL) -> AccuracyEstimate:
+    def estimate(
+        self, target_logits: Any, *, target_features: Any = None, level: float = DEFAULT_LEVEL
+    ) -> AccuracyEstimate:
         """Estimate accuracy on an unlabelled target set.
 
         Parameters
         ----------
         target_logits : array-like of shape (n_target, n_classes)
             Raw logits of the target set, same class count as at ``fit``.
+        target_features : array-like of shape (n_target, d), optional
+            Features of the target rows (the dimension given at ``fit``); required by the
+            methods with ``needs_features = True``, validated for every method.
         level : float in (0, 1), default 0.90
             Nominal coverage of the result's ``interval`` (:func:`sampling_interval`).
 
@@ -446,8 +491,18 @@ class Estimator(ABC):
             target_logits, "target_logits", n_classes=self.n_classes_,
             keep_float32=self.accepts_float32,
         )
+        features = check_target_features(
+            target_features, n_target=int(logits.shape[0]),
+            dim=getattr(self, "feature_dim_", None),
+        )
         warn_small_target(int(logits.shape[0]), "target_logits", stacklevel=3)
-        accuracy, per_sample, diagnostics = self._estimate(logits)
+        if self.needs_features:
+            if features is None:
+                raise require_features(type(self).__name__, self.name, "target_features",
+                                       "estimate")
+            accuracy, per_sample, diagnostics = self._estimate_with_features(logits, features)
+        else:
+            accuracy, per_sample, diagnostics = self._estimate(logits)
         samples = None if per_sample is None else np.asarray(per_sample, dtype=np.float64)
         interval = self._interval(float(accuracy), samples, int(logits.shape[0]), level)
         band = self._shift_interval(logits, float(accuracy), level, interval)
@@ -533,3 +588,10 @@ class Estimator(ABC):
         self, target_logits: NDArray[np.float64]
     ) -> tuple[float, NDArray[np.float64] | None, Mapping[str, Any]]:
         """Return ``(accuracy, per_sample or None, diagnostics)`` for validated target logits."""
+
+    def _estimate_with_features(
+        self, target_logits: NDArray[np.float64], target_features: FeatureArray
+    ) -> tuple[float, NDArray[np.float64] | None, Mapping[str, Any]]:
+        """``_estimate`` of the methods with ``needs_features``: validated target logits and
+        features (the fitted ones are ``self.fit_features_``). Default: ignore the features."""
+        return self._estimate(target_logits)

@@ -25,3 +25,7 @@ class SmallSampleWarning(UserWarning):
 
 class InertParameterWarning(UserWarning):
     """A hyper-parameter was set to a non-default value that the chosen configuration ignores."""
+
+
+class FeatureFallbackWarning(UserWarning):
+    """A feature method lacked an optional input (training features) and used a fallback."""

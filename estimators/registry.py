@@ -31,7 +31,7 @@ def register(name: str) -> Callable[[E], E]:
 
 
 def available_estimators(
-    *, include_scores: bool = False, include_opt_in: bool = False
+    *, include_scores: bool = False, include_opt_in: bool = False, include_features: bool = False
 ) -> list[str]:
     """Registry keys of the estimators, in registration order.
 
@@ -45,25 +45,48 @@ def available_estimators(
     include_opt_in : bool, default False
         Also list the estimators that run only when named (``opt_in = True``:
         ``shift-gate``, which misses its benchmark goal; ``docs/SHIFT_GATE.md``).
+    include_features : bool, default False
+        Also list the estimators that need feature arrays (``needs_features = True``:
+        ``distcs``, ``aline-s``, ``aline-d``, and with ``include_scores`` the score
+        ``dispersion``), which refuse a call without ``val_features`` / ``target_features``.
+        Off by default, so that the default methods (the benchmark's, ``alsa-bench
+        estimate``'s) stay the ones that need logits alone.
+
+    Examples
+    --------
+    >>> available_estimators(include_features=True)[-3:]
+    ['distcs', 'aline-s', 'aline-d']
     """
     return [k for k, cls in ESTIMATORS.items()
             if (include_scores or not getattr(cls, "needs_score_map", False))
-            and (include_opt_in or not getattr(cls, "opt_in", False))]
+            and (include_opt_in or not getattr(cls, "opt_in", False))
+            and (include_features or not getattr(cls, "needs_features", False))]
 
 
-def score_estimators() -> list[str]:
-    """Registry keys of the score estimators (``needs_score_map = True``)."""
-    return [k for k, cls in ESTIMATORS.items() if getattr(cls, "needs_score_map", False)]
+def score_estimators(*, include_features: bool = False) -> list[str]:
+    """Registry keys of the score estimators (``needs_score_map = True``); with
+    ``include_features`` also those that need features (``dispersion``)."""
+    return [k for k, cls in ESTIMATORS.items() if getattr(cls, "needs_score_map", False)
+            and (include_features or not getattr(cls, "needs_features", False))]
+
+
+def feature_estimators(*, include_scores: bool = True) -> list[str]:
+    """Registry keys of the estimators that need features (``needs_features = True``).
+
+    >>> feature_estimators()
+    ['distcs', 'aline-s', 'aline-d', 'dispersion']
+    """
+    return [k for k, cls in ESTIMATORS.items() if getattr(cls, "needs_features", False)
+            and (include_scores or not getattr(cls, "needs_score_map", False))]
 
 
 def _estimator_class(name: str) -> type[Estimator]:
     try:
         return ESTIMATORS[name]
     except KeyError:
-        raise ValueError(
-            f"Unknown estimator {name!r}; available: "
-            f"{', '.join(available_estimators(include_scores=True, include_opt_in=True))}."
-        ) from None
+        every = available_estimators(include_scores=True, include_opt_in=True,
+                                     include_features=True)
+        raise ValueError(f"Unknown estimator {name!r}; available: {', '.join(every)}.") from None
 
 
 def estimator_params(name: str) -> tuple[Param, ...]:

@@ -317,9 +317,11 @@ class ScoreEstimator(Estimator):
         # estimate() puts the map's prediction interval in place of this.
         return (math.nan, math.nan)
 
-    def estimate(self, target_logits: Any, *, level: float = DEFAULT_LEVEL) -> AccuracyEstimate:
+    def estimate(
+        self, target_logits: Any, *, target_features: Any = None, level: float = DEFAULT_LEVEL
+    ) -> AccuracyEstimate:
         """Score the target set (see the class docstring); ``accuracy`` needs ``score_map``."""
-        result = super().estimate(target_logits, level=level)
+        result = super().estimate(target_logits, target_features=target_features, level=level)
         if self.map_ is None:
             return result
         interval = self.map_.prediction_interval(result.diagnostics["score"], result.level)

@@ -15,6 +15,14 @@ labels the output adds the true accuracy and the absolute error of each estimate
 file, a malformed array, an unknown method, a class-count mismatch) print one line starting
 with ``error:`` on stderr and exit with code 2, without a traceback. This module does not import
 Prefect.
+
+Feature methods (``distcs``, ``aline-s``, ``aline-d``, the score ``dispersion``) read the
+classifier's penultimate-layer features from the same files: an array ``features`` (one row
+per logit row; a list column ``features`` or columns ``feature_0``... in parquet) in both files,
+and optionally ``train_features`` / ``train_labels`` in the validation ``.npz``
+(:func:`storage.logit_files.load_feature_arrays`). With features in both files the default
+methods include the feature methods that return an accuracy; without them a named feature
+method is skipped with a ``note:`` line on stderr.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ import numpy as np
 import typer
 
 from flows.params import check_method_params, parse_param_options
-from tasks.methods import estimator_names
+from tasks.methods import estimator_names, feature_method_names, skip_feature_methods
 
 #: Default interval level (:data:`estimators.base.DEFAULT_LEVEL`, copied so that building the
 #: command line does not import the estimators, and with them torch; a test checks the copy).
@@ -85,7 +93,8 @@ def run_estimates(
         ``level``, ``n_target``, ``params``, ``diagnostics`` and, when the target file has
         labels, ``true_accuracy`` and ``abs_error``.
     warnings : list of str
-        Warning messages raised while fitting or estimating, prefixed with the method.
+        Notes (``note: ...``: feature methods skipped for want of features) and warning
+        messages raised while fitting or estimating, prefixed with the method.
 
     Raises
     ------
@@ -93,15 +102,17 @@ def run_estimates(
         For unknown methods, unreadable files and inputs the estimators reject.
     """
     from estimators import get_estimator
+    from estimators._features import check_features, check_fit_features
     from estimators._validation import check_labels, check_logits
     from estimators.base import check_level
-    from storage.logit_files import load_logit_file
+    from storage.logit_files import load_feature_arrays, load_logit_file
 
     try:
         level = check_level(level, "alsa-bench estimate (--level)")
     except ValueError as exc:
         raise _UserError(str(exc)) from None
-    known = estimator_names()  # model-aware methods need a trained model, not logit files
+    # model-aware methods need a trained model, not logit files
+    known = estimator_names(features=True)
     # score estimators (mano, nuclear-norm) run only when named: without a score map their
     # accuracy is NaN, shown as "–" next to the score
     chosen = list(dict.fromkeys(methods)) if methods else list(
@@ -146,6 +157,41 @@ def run_estimates(
             check_labels(target_labels, f"{target}: labels", target_logits.shape[0], n_classes)
     except ValueError as exc:
         raise _UserError(str(exc)) from None
+    # Feature arrays (for the feature methods), checked once here, naming the file.
+    try:
+        val_extra = load_feature_arrays(val)
+        target_extra = load_feature_arrays(target)
+    except ValueError as exc:
+        raise _UserError(str(exc)) from None
+    have_features = "features" in val_extra and "features" in target_extra
+    if not methods and have_features:
+        chosen += [m for m in estimator_names(scores=False, opt_in=False, features=True)
+                   if m in feature_method_names()]
+    missing = [str(f) for f, extra in ((val, val_extra), (target, target_extra))
+               if "features" not in extra]
+    chosen, note = skip_feature_methods(
+        chosen, have_features,
+        f"{' and '.join(missing)} hold{'s' if len(missing) == 1 else ''} no array 'features' "
+        "(both files need one)")
+    notes = [] if note is None else [f"note: {note}"]
+    if not chosen:
+        raise _UserError(f"no method left to run: {note}")
+    fit_features: dict[str, Any] = {}
+    target_features = None
+    if have_features and any(m in feature_method_names() for m in chosen):
+        try:
+            checked = check_fit_features(
+                val_extra["features"], val_extra.get("train_features"),
+                val_extra.get("train_labels"), n_val=val_logits.shape[0], n_classes=n_classes)
+            assert checked is not None
+            target_features = check_features(
+                target_extra["features"], f"{target}: features", n_rows=target_logits.shape[0],
+                rows_of=f"{target}: logits", n_dims=checked.dim, dims_of=f"{val}: features")
+        except ValueError as exc:
+            raise _UserError(f"{val}: {exc}" if str(exc).startswith(("val_", "train_"))
+                             else str(exc)) from None
+        fit_features = {"val_features": checked.val, "train_features": checked.train,
+                        "train_labels": checked.train_labels}
     true_accuracy = None
     if target_labels is not None:
         true_accuracy = float(np.mean(target_logits.argmax(axis=1) == target_labels))
@@ -158,9 +204,14 @@ def run_estimates(
             warnings.simplefilter("always")
             try:
                 estimator = get_estimator(name, **params.get(name, {}))
-                result = estimator.fit(val_logits, val_labels).estimate(
-                    target_logits, level=level
-                )
+                if estimator.needs_features:
+                    result = estimator.fit(val_logits, val_labels, **fit_features).estimate(
+                        target_logits, target_features=target_features, level=level
+                    )
+                else:
+                    result = estimator.fit(val_logits, val_labels).estimate(
+                        target_logits, level=level
+                    )
             except ValueError as exc:
                 raise _UserError(f"{name}: {exc}") from None
         for w in caught:
@@ -182,7 +233,7 @@ def run_estimates(
             rows.append(_row(combined, true_accuracy))
     for row in rows:
         row["recommended"] = row["method"] == "auto"
-    messages = [f"{', '.join(names)}: {text}" for text, names in by_text.items()]
+    messages = [*notes, *(f"{', '.join(names)}: {text}" for text, names in by_text.items())]
     return rows, messages
 
 
@@ -341,7 +392,8 @@ def estimate_command(
     except _UserError as exc:
         raise _fail(str(exc)) from None
     for message in messages:
-        typer.echo(f"warning: {' '.join(message.split())}", err=True)
+        text = " ".join(message.split())
+        typer.echo(text if text.startswith("note: ") else f"warning: {text}", err=True)
     if json_output:
         keep = ("method", "accuracy", "score", "interval", "shift_interval", "level",
                 "recommended", "n_target", "true_accuracy", "abs_error", "per_class", "params",

@@ -12,6 +12,12 @@ Accepted layouts
     column per class named ``logit_0`` ... ``logit_{c-1}``; plus, optionally, an integer column
     ``label`` (or ``labels``).
 
+Optional feature arrays (for the estimators that need features, :func:`load_feature_arrays`):
+``.npz`` files may hold ``features`` (one row per logit row), and a validation file also
+``train_features`` with, optionally, ``train_labels`` (rows of the training set, any count);
+``.parquet`` files may hold ``features`` as a list column (or numeric columns ``feature_0`` ...
+``feature_{d-1}``); training features, whose row count differs, need an ``.npz`` file.
+
 Every problem is reported as a :class:`ValueError` whose message names the file and says what was
 expected and what was found. Values are not range-checked here (NaN logits or out-of-range labels
 are the estimators' checks, with their own messages); shapes and types are.
@@ -23,15 +29,99 @@ import pickle
 import re
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["SUPPORTED_SUFFIXES", "load_logit_file"]
+__all__ = ["FEATURE_ARRAYS", "SUPPORTED_SUFFIXES", "load_feature_arrays", "load_logit_file"]
 
 SUPPORTED_SUFFIXES: tuple[str, ...] = (".npz", ".parquet")
 _LABEL_COLUMNS: tuple[str, ...] = ("label", "labels")
 _LOGIT_COLUMN = re.compile(r"^logit_(\d+)$")
+_FEATURE_COLUMN = re.compile(r"^feature_(\d+)$")
+#: The optional feature arrays a logit file may hold, by name.
+FEATURE_ARRAYS: tuple[str, ...] = ("features", "train_features", "train_labels")
+
+
+def load_feature_arrays(path: str | Path) -> dict[str, NDArray[Any]]:
+    """The optional feature arrays of a logit file (:data:`FEATURE_ARRAYS`), as stored.
+
+    Returns only the arrays present (an empty dict for a file without features). Values and
+    shapes are the estimators' checks (:mod:`estimators._features`), which name the argument;
+    this reader refuses only what it cannot read.
+
+    Raises
+    ------
+    ValueError
+        If the file is missing or unreadable, a parquet ``features`` column is not one list of
+        numbers per row (or ``feature_*`` columns are not numeric), or a parquet file holds
+        ``train_features`` (a different row count: use ``.npz``).
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "val.npz")
+    >>> np.savez(path, logits=np.zeros((3, 2)), labels=[0, 1, 1], features=np.ones((3, 4)))
+    >>> {k: v.shape for k, v in load_feature_arrays(path).items()}
+    {'features': (3, 4)}
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"{file}: file not found.")
+    if file.suffix.lower() == ".npz":
+        try:
+            with np.load(file, allow_pickle=False) as archive:
+                return {name: archive[name] for name in FEATURE_ARRAYS if name in archive.files}
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError):
+            raise ValueError(f"{file}: cannot read the feature arrays {FEATURE_ARRAYS}; they "
+                             "must be numeric arrays saved with np.savez.") from None
+    if file.suffix.lower() != ".parquet":
+        return {}
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(file)
+    except (pa.ArrowException, OSError) as exc:
+        raise ValueError(f"{file}: not a readable .parquet file: {exc}") from exc
+    columns = table.column_names
+    for name in ("train_features", "train_labels"):
+        if name in columns:
+            raise ValueError(f"{file}: column {name!r}: training features have their own row "
+                             "count and cannot share a parquet table with the logits; save them "
+                             "in an .npz file (np.savez(path, logits=..., labels=..., "
+                             "features=..., train_features=..., train_labels=...)).")
+    if "features" in columns:
+        column = table.column("features").combine_chunks()
+        if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)
+                or pa.types.is_fixed_size_list(column.type)) or column.null_count:
+            raise ValueError(f"{file}: column 'features' must hold one list of numbers per row "
+                             f"(no missing rows); got type {column.type} with "
+                             f"{column.null_count} missing.")
+        import pyarrow.compute as pc
+
+        lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+        values = column.flatten()
+        if (len(column) and lengths.min() != lengths.max()) or values.null_count or not (
+                pa.types.is_floating(values.type) or pa.types.is_integer(values.type)):
+            raise ValueError(f"{file}: column 'features' must hold lists of one length of "
+                             "numbers (ragged, null or non-numeric lists found).")
+        flat = values.to_numpy(zero_copy_only=False).astype(np.float64)
+        return {"features": flat.reshape(len(column), int(lengths[0]) if len(column) else 0)}
+    indexed = sorted((int(m.group(1)), n) for n in columns if (m := _FEATURE_COLUMN.match(n)))
+    if not indexed:
+        return {}
+    if [i for i, _ in indexed] != list(range(len(indexed))):
+        raise ValueError(f"{file}: feature columns must be feature_0 ... feature_{{d-1}} without "
+                         "gaps.")
+    blocks = []
+    for _, name in indexed:
+        col = table.column(name)
+        if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)):
+            raise ValueError(f"{file}: column {name!r} must be numeric; got type {col.type}.")
+        blocks.append(col.to_numpy().astype(np.float64))
+    return {"features": np.column_stack(blocks)}
 
 
 def load_logit_file(

@@ -40,42 +40,94 @@ __all__ = [
     "check_method_params",
     "default_method_names",
     "estimator_names",
+    "feature_method_names",
     "methods_for_modality",
     "model_aware_config",
     "resolve_methods",
+    "skip_feature_methods",
 ]
 
 #: Model-aware method name -> the modalities it applies to.
 MODEL_AWARE_METHODS: Final[dict[str, tuple[str, ...]]] = {"gnnevaluator": ("graph",)}
 
 
-def estimator_names(*, scores: bool = True, opt_in: bool = True) -> tuple[str, ...]:
+def estimator_names(
+    *, scores: bool = True, opt_in: bool = True, features: bool = False
+) -> tuple[str, ...]:
     """The estimators of :mod:`estimators` (logits in, accuracy out), in registry order.
 
     The one reader of :func:`estimators.available_estimators`: ``scores`` keeps the score
-    estimators (``mano``, ``nuclear-norm``), ``opt_in`` the opt-in ones (``shift-gate``).
-    ``alsa-bench estimate`` offers these (model-aware methods need a trained model).
+    estimators (``mano``, ``nuclear-norm``), ``opt_in`` the opt-in ones (``shift-gate``),
+    ``features`` the ones that need feature arrays (``distcs``, ``aline-s``, ``aline-d``,
+    ``dispersion``: :func:`feature_method_names`). ``alsa-bench estimate`` offers these
+    (model-aware methods need a trained model).
     """
     from estimators import available_estimators
 
-    return tuple(available_estimators(include_scores=scores, include_opt_in=opt_in))
+    return tuple(available_estimators(include_scores=scores, include_opt_in=opt_in,
+                                      include_features=features))
+
+
+def feature_method_names() -> tuple[str, ...]:
+    """The estimators that need feature arrays (``needs_features``), in registry order.
+
+    They can be named (``--method distcs``) but are not among the default methods; where no
+    features are at hand (the pipeline stores none yet; a logit file without a ``features``
+    array) they are skipped with a note (:func:`skip_feature_methods`).
+
+    >>> feature_method_names()
+    ('distcs', 'aline-s', 'aline-d', 'dispersion')
+    """
+    from estimators import feature_estimators
+
+    return tuple(feature_estimators())
+
+
+def skip_feature_methods(
+    methods: Sequence[str], have_features: bool, why: str
+) -> tuple[list[str], str | None]:
+    """Drop the feature methods of ``methods`` when no features are at hand.
+
+    ``why`` says where features are missing (``"run 'r1' has none stored"``).
+
+    Returns
+    -------
+    kept : list of str
+        ``methods`` without the feature methods (all of them when ``have_features``).
+    note : str or None
+        One line naming the skipped methods and why, or None when none was skipped.
+
+    >>> skip_feature_methods(["ac", "distcs"], False, "run 'r1' has none stored")
+    (['ac'], "skipped distcs: it needs the classifier's features, and run 'r1' has none stored.")
+    """
+    needs = set(feature_method_names())
+    skipped = [m for m in methods if m in needs]
+    if have_features or not skipped:
+        return list(methods), None
+    verb = "it needs" if len(skipped) == 1 else "they need"
+    return ([m for m in methods if m not in needs],
+            f"skipped {', '.join(skipped)}: {verb} the classifier's features, and {why}.")
 
 
 def all_method_names() -> tuple[str, ...]:
     """Every method the estimate stage can run: the estimator registry, then model-aware ones.
 
-    The score estimators (``needs_score_map``: ``mano``, ``nuclear-norm``) are among them: the
+    The feature methods (:func:`feature_method_names`) are among them (the stage skips them
+    with a note while runs store no features), and so are the score estimators
+    (``needs_score_map``: ``mano``, ``nuclear-norm``): the
     stage stores their score (``diagnostics["score"]``) with no accuracy (NULL), and the report
     maps scores to accuracies on each run's labelled corruption family
     (:mod:`tasks.report.scores`), apart from the methods that estimate accuracy themselves.
     """
-    return (*estimator_names(), *MODEL_AWARE_METHODS)
+    return (*estimator_names(features=True), *MODEL_AWARE_METHODS)
 
 
 def default_method_names() -> tuple[str, ...]:
     """The methods a run uses when none is named: :func:`all_method_names` without the opt-in
-    estimators (``shift-gate``), which run only with ``--method``."""
-    return (*estimator_names(opt_in=False), *MODEL_AWARE_METHODS)
+    estimators (``shift-gate``), which run only with ``--method``, and without the feature
+    methods (:func:`feature_method_names`), which need features the pipeline does not store
+    yet."""
+    return (*estimator_names(opt_in=False, features=False), *MODEL_AWARE_METHODS)
 
 
 def check_method_names(methods: Sequence[str], *, argument: str = "methods") -> list[str]:

@@ -112,7 +112,7 @@ def estimate_variants(
 
     if not variants:
         raise ValueError("variants must name at least one (label -> (method, params)); got none.")
-    registered = estimator_names()
+    registered = estimator_names(features=True)
     clashes = [label for label in variants if label in registered]
     if clashes:
         raise ValueError(

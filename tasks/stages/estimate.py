@@ -37,7 +37,12 @@ from storage.errors import NotFoundError
 from storage.estimates import EstimateRow, estimates_digest
 from storage.logits import SplitInfo
 from storage.results import LogitsContent, ingest, read_logits_file, write_estimates_file
-from tasks.methods import MODEL_AWARE_METHODS, build_estimator, resolve_methods
+from tasks.methods import (
+    MODEL_AWARE_METHODS,
+    build_estimator,
+    resolve_methods,
+    skip_feature_methods,
+)
 from tasks.runtime.progress import progress
 from tasks.runtime.refs import CheckpointRef, EstimatesRef, LogitsRef
 from tasks.stages.rows import estimate_row
@@ -284,7 +289,9 @@ def estimate_rows(
     specs : mapping of str to (str, mapping)
         ``name -> (registry key, hyper-parameters)``: rows are stored under ``name`` (the
         registry key itself for the estimate stage, a label for ablation variants); each
-        estimator gets the run's seed unless its parameters give one.
+        estimator gets the run's seed unless its parameters give one. Methods that need
+        features (:func:`tasks.methods.feature_method_names`) are skipped with a logged note
+        while the run stores no features (none does yet).
     code_version : str
     per_class : bool, default True
         Store per-class estimates (:func:`per_class_record`) of methods that give them.
@@ -296,6 +303,14 @@ def estimate_rows(
         The fitted estimators by name (for their anchors).
     """
     run_key, run_seed = content.run.run_key, content.run.seed
+    # The feature methods (distcs, aline-s, aline-d, dispersion) need the classifier's
+    # features; the logits file stores none yet, so they are skipped with a note.
+    have_features = getattr(content, "features", None) is not None
+    kept, note = skip_feature_methods([m for m, _ in specs.values()], have_features,
+                                      f"run {run_key!r} has none stored")
+    if note is not None:
+        logger.warning("Run %s: %s", run_key, note)
+        specs = {name: spec for name, spec in specs.items() if spec[0] in kept}
     val_logits, val_labels = content.val()
     logger.info(
         "Run %s: %d validation samples, %d target splits, methods %s",

@@ -44,6 +44,7 @@ BAD_ANY: dict[str, list[Any]] = {
     "covariate": ["nope", "shift-gate", "mano", 3],
     "covariate_params": [[1, 2]],
     "methods": ["ac", ["nope"], ["ac", "ac"], [], [3]],
+    "base_params": [[1, 2], 3],
 }
 
 

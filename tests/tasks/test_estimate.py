@@ -332,6 +332,22 @@ def test_the_opt_in_shift_gate_runs_only_when_named(run_db):
     assert "shift-gate" not in default_method_names() and "shift-gate" in all_method_names()
 
 
+def test_feature_methods_are_skipped_with_a_note_while_no_features_are_stored(run_db, caplog):
+    from tasks.methods import feature_method_names
+
+    db, _, logits = run_db
+    assert not set(feature_method_names()) & set(default_method_names())
+    assert set(feature_method_names()) <= set(all_method_names())
+    with caplog.at_level(logging.WARNING, logger="tasks.stages.estimate"):
+        estimate(logits, methods=["ac", "distcs", "aline-s"], code_version="features")
+    with connect(db, read_only=True) as con:
+        methods = {r.method for r in read_estimates(con, RUN)}
+    assert methods == {"ac"}
+    notes = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert notes == [f"Run {RUN}: skipped distcs, aline-s: they need the classifier's features, "
+                     f"and run {RUN!r} has none stored."]
+
+
 # --------------------------------------------------------------------------- one row builder
 def test_ablation_variants_publish_the_same_rows_under_their_labels(run_db, monkeypatch):
     """estimate_variants never opens the database; its ingested rows equal the stage's."""

@@ -27,7 +27,8 @@ NOT_YET_ROUTED: set[str] = set()
 
 def test_full_list_is_the_estimators_then_the_model_aware_methods() -> None:
     assert all_method_names() == (
-        *available_estimators(include_scores=True, include_opt_in=True), *MODEL_AWARE_METHODS)
+        *available_estimators(include_scores=True, include_opt_in=True, include_features=True),
+        *MODEL_AWARE_METHODS)
     assert default_method_names() == (
         *available_estimators(include_scores=True), *MODEL_AWARE_METHODS)
     assert estimator_names(scores=False, opt_in=False) == tuple(available_estimators())

@@ -134,10 +134,14 @@ def test_method_order_is_derived_from_the_registries_and_renders_as_before() -> 
 
     order = method_order()
     assert order == PINNED_METHODS
-    # every registry member is either ranked or deliberately unranked (score and opt-in methods)
+    from tasks.methods import feature_method_names
+
+    # every registry member is either ranked or deliberately unranked (score, opt-in and
+    # feature methods, which sort after the ranked ones by name)
     opt_in = set(available_estimators(include_scores=True, include_opt_in=True)) - set(
         available_estimators(include_scores=True))
-    assert set(all_method_names()) - set(order) == set(score_estimators()) | opt_in
+    assert (set(all_method_names()) - set(order)
+            == set(score_estimators()) | opt_in | set(feature_method_names()))
     assert set(order) <= set(all_method_names())
     assert set(MODEL_AWARE_METHODS) <= set(order)
     import tasks.report as report
