@@ -56,6 +56,7 @@ from .anchors import write_anchors
 from .db import checkpoint, transaction
 from .errors import StorageError
 from .estimates import EstimateRow, write_estimates
+from .features import FeatureEntry, RunFeatures, feature_path, write_feature_entries
 from .hashing import file_sha256
 from .logits import SplitInfo, write_split
 from .runs import RunInfo, upsert_run
@@ -142,6 +143,9 @@ class LogitsContent:
     run: RunInfo
     splits: list[SplitInfo]
     arrays: dict[str, tuple[NDArray[np.float32], NDArray[np.int64]]] = field(repr=False)
+    #: The run's penultimate-feature files (:mod:`storage.features`), or None when the
+    #: extract stage stored none (a backbone without a linear output layer, an older file).
+    features: RunFeatures | None = None
 
     def val(self) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
         """Logits and labels of the validation split."""
@@ -331,6 +335,7 @@ def write_logits_file(
     run: RunInfo,
     splits: Sequence[tuple[SplitInfo, NDArray[Any], NDArray[Any]]],
     root: str | Path,
+    features: Sequence[FeatureEntry] = (),
 ) -> ResultFile:
     """Publish every split of one run as one logits file.
 
@@ -344,6 +349,10 @@ def write_logits_file(
         computed here, as :func:`storage.logits.write_split` does.
     root : str or Path
         Results root (:func:`results_root`).
+    features : sequence of FeatureEntry, optional
+        The run's feature files, already published under ``root``
+        (:func:`storage.features.write_features`); listed in the footer, so a file without
+        features has the very bytes it had before features existed.
 
     Returns
     -------
@@ -352,8 +361,9 @@ def write_logits_file(
     Raises
     ------
     ValueError
-        If there is not exactly one validation split, a split name repeats, or an array is
-        malformed (the messages of :func:`storage.logits.write_split`).
+        If there is not exactly one validation split, a split name repeats, an array is
+        malformed (the messages of :func:`storage.logits.write_split`), or a feature entry
+        names a split the file lacks or disagrees with its split's row count.
     """
     from .logits import _check_arrays, _check_info
 
@@ -390,7 +400,17 @@ def write_logits_file(
             "logits": _fixed_list(flt),
         }))
     table = pa.concat_tables(parts) if parts else pa.table({})
-    meta = {"kind": "logits", "run": _run_meta(run), "splits": infos}
+    meta: dict[str, Any] = {"kind": "logits", "run": _run_meta(run), "splits": infos}
+    if features:
+        rows = {i["split"]: i["n_samples"] for i in infos}
+        for entry in features:
+            if not isinstance(entry, FeatureEntry):
+                raise TypeError(f"features must hold FeatureEntry; got {type(entry).__name__}.")
+            if entry.role != "train" and rows.get(entry.split) != entry.n_rows:
+                raise ValueError(
+                    f"features of split {entry.split!r} have {entry.n_rows} rows; the split "
+                    f"has {rows.get(entry.split)!r}.")
+        meta["features"] = [e.to_json() for e in features]
     return _publish(_with_meta(table, meta), Path(root), "logits", run.run_key)
 
 
@@ -423,12 +443,14 @@ def read_logits_file(path: str | Path, *, verify: bool = True) -> LogitsContent:
             arrays[info.split] = (logits, labels)
         if offset != table.num_rows:
             raise ValueError("more rows than the splits describe")
+        entries = tuple(FeatureEntry.from_json(e) for e in meta.get("features") or ())
     except (KeyError, TypeError, ValueError, pa.ArrowException) as exc:
         raise ResultCorruptError(
             f"result file {str(p)!r} is not a consistent logits file ({exc}); delete it and "
             f"rerun: the stage recomputes it."
         ) from None
-    return LogitsContent(run=run, splits=infos, arrays=arrays)
+    features = RunFeatures(str(p.parent.parent), entries) if entries else None
+    return LogitsContent(run=run, splits=infos, arrays=arrays, features=features)
 
 
 # ------------------------------------------------------------------------------------ estimates
@@ -695,6 +717,8 @@ def ingest(con: duckdb.DuckDBPyConnection, path: str | Path) -> bool:
             con.execute("DELETE FROM splits WHERE run_key = ?", [run_key])
             for info in logits.splits:
                 write_split(joined, run_key, info, *logits.arrays[info.split])
+            write_feature_entries(
+                con, run_key, () if logits.features is None else logits.features.entries)
         else:
             write_estimates(joined, run_key, estimates.rows)
             for method, (positions, peaks, variances) in estimates.anchors.items():
@@ -708,6 +732,8 @@ def ingest(con: duckdb.DuckDBPyConnection, path: str | Path) -> bool:
                 [digest, what, run_key, now],
             )
     checkpoint(con)
+    if kind == "logits":
+        _drop_unnamed_features(con, root, run_key, [s for s, k in stale if k == "logits"])
     for old_sha, old_kind in stale:  # after the commit: the database no longer names them
         old_path = root / old_kind / f"{old_sha}.parquet"
         if old_path.is_file():
@@ -716,8 +742,46 @@ def ingest(con: duckdb.DuckDBPyConnection, path: str | Path) -> bool:
     return True
 
 
+def _footer_feature_shas(path: Path) -> set[str]:
+    """The feature files a logits file's footer names (empty when unreadable or none)."""
+    try:
+        raw = (pq.read_schema(path).metadata or {}).get(_META_KEY)
+        meta = json.loads(raw.decode("utf-8")) if raw is not None else {}
+        return {s for e in meta.get("features") or () for s in (e.get("sha256"),
+                                                                 e.get("labels_sha256")) if s}
+    except (pa.ArrowException, OSError, ValueError, AttributeError, TypeError):
+        return set()
+
+
+def _drop_unnamed_features(
+    con: duckdb.DuckDBPyConnection, root: Path, run_key: str, stale_logits: list[str]
+) -> None:
+    """Delete the feature files only superseded logits files named: not in ``feature_files``,
+    and not named by a logits file of the run that stays on record."""
+    doomed: set[str] = set()
+    for sha in stale_logits:
+        doomed |= _footer_feature_shas(root / "logits" / f"{sha}.parquet")
+    if not doomed:
+        return
+    named = {r[0] for r in con.execute("SELECT sha256 FROM feature_files").fetchall()}
+    named |= {r[0] for r in con.execute(
+        "SELECT labels_sha256 FROM feature_files WHERE labels_sha256 IS NOT NULL").fetchall()}
+    kept = con.execute(
+        "SELECT sha256 FROM ingested WHERE kind = 'logits' AND run_key = ?", [run_key]
+    ).fetchall()
+    for (sha,) in kept:
+        if sha not in stale_logits:
+            named |= _footer_feature_shas(root / "logits" / f"{sha}.parquet")
+    for sha in sorted(doomed - named):
+        path = feature_path(root, sha)
+        if path.is_file():
+            path.unlink(missing_ok=True)
+            logger.info("removed %s: no logits file on record names it", path)
+
+
 def _content_meta(path: Path) -> dict[str, Any] | None:
-    """A logits file's footer without what varies between equal computations (timings)."""
+    """A logits file's footer without what varies between equal computations (timings, the
+    feature files it lists)."""
     try:
         raw = (pq.read_schema(path).metadata or {}).get(_META_KEY)
         meta = json.loads(raw.decode("utf-8")) if raw is not None else None
@@ -726,7 +790,9 @@ def _content_meta(path: Path) -> dict[str, Any] | None:
     if not isinstance(meta, dict) or not isinstance(meta.get("run"), dict):
         return None
     run = {k: v for k, v in meta["run"].items() if k not in ("train_seconds", "code_version")}
-    return {**meta, "run": run}
+    # the feature files a file lists are derived from the same checkpoint: a file that differs
+    # only there (features added to an older file, recomputed on another device) replaces it
+    return {**{k: v for k, v in meta.items() if k != "features"}, "run": run}
 
 
 def _superseded_logits(

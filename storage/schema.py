@@ -35,6 +35,11 @@ to open it writable once):
   (:mod:`storage.results`) the flow process has ingested: ``sha256`` (the file's name), ``kind``
   (logits, estimates, anchors), ``run_key`` and ``ingested_at``; ingesting a file again is a
   no-op.
+* 4 (issue 22): ``estimates`` gains ``shift_low`` and ``shift_high`` (the shift-aware band).
+* 5 (issue 25): ``feature_files`` names each run's penultimate-feature files
+  (:mod:`storage.features`): ``run_key``, ``split``, ``role`` (val, target, train),
+  ``sha256`` (the ``.npy`` file's name), ``labels_sha256`` (the training subsample's labels),
+  ``n_rows`` and ``dim``.
 
 ``tests/storage/fixtures/bench_v1.duckdb`` is a database written with schema 1 (its generator,
 ``make_v1_fixture.py``, holds the version-1 DDL verbatim); the tests migrate a copy to
@@ -48,11 +53,12 @@ import duckdb
 
 from .errors import SchemaVersionError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of the tables below; bump it (and add a migration) when a table changes."""
 
 TABLES: tuple[str, ...] = (
-    "schema_meta", "runs", "splits", "logits", "estimates", "anchors", "ingested"
+    "schema_meta", "runs", "splits", "logits", "estimates", "anchors", "ingested",
+    "feature_files",
 )
 """Every table the schema creates, in creation order."""
 
@@ -146,6 +152,18 @@ _DDL: tuple[str, ...] = (
     )
     """,
     """
+    CREATE TABLE IF NOT EXISTS feature_files (
+        run_key       VARCHAR NOT NULL,
+        split         VARCHAR NOT NULL,
+        role          VARCHAR NOT NULL,
+        sha256        VARCHAR NOT NULL,
+        labels_sha256 VARCHAR,
+        n_rows        BIGINT  NOT NULL,
+        dim           INTEGER NOT NULL,
+        PRIMARY KEY (run_key, split)
+    )
+    """,
+    """
     CREATE OR REPLACE VIEW report_rows AS
     SELECT
         r.suite,
@@ -177,6 +195,8 @@ _DDL: tuple[str, ...] = (
 
 #: Statements that bring a database from version ``v`` to ``v + 1``, by ``v``. The view is
 #: recreated afterwards by the DDL above (``CREATE OR REPLACE``).
+_FEATURE_FILES_DDL = _DDL[-2]
+
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         "ALTER TABLE estimates ADD COLUMN IF NOT EXISTS interval_low DOUBLE",
@@ -199,6 +219,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE estimates ADD COLUMN IF NOT EXISTS shift_low DOUBLE",
         "ALTER TABLE estimates ADD COLUMN IF NOT EXISTS shift_high DOUBLE",
     ),
+    4: (_FEATURE_FILES_DDL,),
 }
 
 

@@ -71,9 +71,9 @@ def estimator_names(
 def feature_method_names() -> tuple[str, ...]:
     """The estimators that need feature arrays (``needs_features``), in registry order.
 
-    They can be named (``--method distcs``) but are not among the default methods; where no
-    features are at hand (the pipeline stores none yet; a logit file without a ``features``
-    array) they are skipped with a note (:func:`skip_feature_methods`).
+    They are among the pipeline's default methods (last); where no features are at hand (a run
+    whose backbone has no linear output layer; a CLI file without a ``features`` array) they are
+    skipped with a note (:func:`skip_feature_methods`).
 
     >>> feature_method_names()
     ('distcs', 'aline-s', 'aline-d', 'dispersion')
@@ -113,7 +113,7 @@ def all_method_names() -> tuple[str, ...]:
     """Every method the estimate stage can run: the estimator registry, then model-aware ones.
 
     The feature methods (:func:`feature_method_names`) are among them (the stage skips them
-    with a note while runs store no features), and so are the score estimators
+    with a note for a run that stores no features), and so are the score estimators
     (``needs_score_map``: ``mano``, ``nuclear-norm``): the
     stage stores their score (``diagnostics["score"]``) with no accuracy (NULL), and the report
     maps scores to accuracies on each run's labelled corruption family
@@ -124,10 +124,13 @@ def all_method_names() -> tuple[str, ...]:
 
 def default_method_names() -> tuple[str, ...]:
     """The methods a run uses when none is named: :func:`all_method_names` without the opt-in
-    estimators (``shift-gate``), which run only with ``--method``, and without the feature
-    methods (:func:`feature_method_names`), which need features the pipeline does not store
-    yet."""
-    return (*estimator_names(opt_in=False, features=False), *MODEL_AWARE_METHODS)
+    estimators (``shift-gate``, ``auto``), which run only with ``--method``. The feature
+    methods (:func:`feature_method_names`) come last; a run whose extract stage stored no
+    features (:mod:`storage.features`) skips them with a note."""
+    logit_only = estimator_names(opt_in=False, features=False)
+    with_features = [m for m in estimator_names(opt_in=False, features=True)
+                     if m not in logit_only]
+    return (*logit_only, *MODEL_AWARE_METHODS, *with_features)
 
 
 def check_method_names(methods: Sequence[str], *, argument: str = "methods") -> list[str]:

@@ -40,6 +40,7 @@ from storage.results import LogitsContent, ingest, read_logits_file, write_estim
 from tasks.methods import (
     MODEL_AWARE_METHODS,
     build_estimator,
+    feature_method_names,
     resolve_methods,
     skip_feature_methods,
 )
@@ -278,7 +279,7 @@ def estimate_rows(
     *,
     per_class: bool = True,
 ) -> tuple[list[EstimateRow], dict[str, Estimator]]:
-    """Fit every estimator on the validation split, estimate every target split (logits only).
+    """Fit every estimator on the validation split, estimate every target split.
 
     Parameters
     ----------
@@ -290,8 +291,9 @@ def estimate_rows(
         ``name -> (registry key, hyper-parameters)``: rows are stored under ``name`` (the
         registry key itself for the estimate stage, a label for ablation variants); each
         estimator gets the run's seed unless its parameters give one. Methods that need
-        features (:func:`tasks.methods.feature_method_names`) are skipped with a logged note
-        while the run stores no features (none does yet).
+        features (:func:`tasks.methods.feature_method_names`) get the run's stored penultimate
+        features (:mod:`storage.features`) and are skipped with a logged note when the run
+        stores none.
     code_version : str
     per_class : bool, default True
         Store per-class estimates (:func:`per_class_record`) of methods that give them.
@@ -304,8 +306,11 @@ def estimate_rows(
     """
     run_key, run_seed = content.run.run_key, content.run.seed
     # The feature methods (distcs, aline-s, aline-d, dispersion) need the classifier's
-    # features; the logits file stores none yet, so they are skipped with a note.
-    have_features = getattr(content, "features", None) is not None
+    # penultimate features (storage.features); a run that stores none skips them with a note.
+    run_features = content.features
+    have_features = run_features is not None and all(
+        run_features.has(s.split) for s in (*targets, *[i for i in content.splits
+                                                       if i.role == "val"]))
     kept, note = skip_feature_methods([m for m, _ in specs.values()], have_features,
                                       f"run {run_key!r} has none stored")
     if note is not None:
@@ -320,6 +325,7 @@ def estimate_rows(
         ", ".join(specs),
     )
 
+    fit_features = _fit_features(content, specs)
     fitted: dict[str, Estimator] = {}
     fit_seconds: dict[str, float] = {}
     for name, (method, params) in progress(specs.items(), total=len(specs),
@@ -327,22 +333,31 @@ def estimate_rows(
         estimator = build_estimator(method, params, run_seed)
         start = time.perf_counter()
         try:
-            estimator.fit(val_logits, val_labels)
+            if getattr(estimator, "needs_features", False):
+                estimator.fit(val_logits, val_labels, **fit_features)
+            else:
+                estimator.fit(val_logits, val_labels)
         except Exception as exc:
             exc.add_note(f"while fitting {name!r} on the validation split of run {run_key!r}")
             raise
         fit_seconds[name] = time.perf_counter() - start
         fitted[name] = estimator
         logger.info("Run %s: fitted %s in %.2f s", run_key, name, fit_seconds[name])
-    del val_logits, val_labels
+    del val_logits, val_labels, fit_features
+    any_features = any(getattr(e, "needs_features", False) for e in fitted.values())
 
     rows: list[EstimateRow] = []
     for info in progress(targets, desc=f"estimate {run_key}", unit="split"):
         target_logits = content.target_logits(info.split)
+        target_features = (content.features.split(info.split)
+                           if any_features and content.features is not None else None)
         for name, estimator in fitted.items():
             start = time.perf_counter()
             try:
-                result = estimator.estimate(target_logits)
+                if getattr(estimator, "needs_features", False):
+                    result = estimator.estimate(target_logits, target_features=target_features)
+                else:
+                    result = estimator.estimate(target_logits)
             except Exception as exc:
                 exc.add_note(
                     f"while estimating split {info.split!r} of run {run_key!r} with {name!r}"
@@ -369,8 +384,25 @@ def estimate_rows(
             info.true_accuracy,
             len(fitted),
         )
-        del target_logits
+        del target_logits, target_features
     return rows, fitted
+
+
+def _fit_features(
+    content: LogitsContent, specs: Mapping[str, tuple[str, Mapping[str, Any]]]
+) -> dict[str, Any]:
+    """The fit keywords of the feature methods (validation features, training subsample), read
+    only when one of ``specs`` needs them."""
+    if content.features is None or not any(m in feature_method_names() for m, _ in
+                                           specs.values()):
+        return {}
+    [val] = [s.split for s in content.splits if s.role == "val"]
+    train = content.features.train()
+    return {
+        "val_features": content.features.split(val),
+        "train_features": None if train is None else train[0],
+        "train_labels": None if train is None else train[1],
+    }
 
 
 # ------------------------------------------------------------------------------- the @task

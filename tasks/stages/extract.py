@@ -14,6 +14,14 @@ opens the database); :func:`ingest_logits` is the single writer's half, replacin
 partition in one transaction (:func:`storage.results.ingest`).
 A split that fails the checks writes nothing.
 
+Beside the logits, the stage stores the classifier's **penultimate features** (the input of its
+output layer, :mod:`tasks.models.penultimate`) of the validation split, every target split and
+a seeded subsample of at most :data:`storage.features.TRAIN_SUBSAMPLE` training rows, as
+content-addressed ``float16`` ``.npy`` files (:mod:`storage.features`) that the logits file's
+footer lists and ingestion records in ``feature_files``; the feature-aware estimators read them.
+A backbone without a linear output layer (the bag-of-words text model) stores none, and
+``features=False`` turns them off. Capturing them leaves the logits bit-identical.
+
 Splits written (``storage.logits.SplitInfo``):
 
 * ``val``: role ``"val"``, shift family ``"source"``, shift ``"val"``, no severity;
@@ -33,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from storage.db import connect
+from storage.features import TRAIN_SPLIT, TRAIN_SUBSAMPLE, FeatureEntry, write_features
 from storage.logits import SplitInfo, run_digest
 from storage.paths import data_dir, db_path
 from storage.results import ingest, results_root, write_logits_file
@@ -154,6 +163,98 @@ def open_checkpoint(
     return state, meta, sidecar, staged_dataset(checkpoint, meta, sidecar)
 
 
+#: Seed stream of the training subsample whose features are stored (mixed with the run seed).
+TRAIN_SUBSAMPLE_STREAM = 0x5EED_FEA7
+
+
+def train_subsample(n_train: int, seed: int, limit: int = TRAIN_SUBSAMPLE) -> np.ndarray:
+    """Sorted positions of the training rows whose features are stored: all of them up to
+    ``limit``, else ``limit`` drawn without replacement by ``numpy.random.default_rng([seed,
+    TRAIN_SUBSAMPLE_STREAM])``, so a run's subsample is fixed by its seed.
+
+    Examples
+    --------
+    >>> train_subsample(5, 0).tolist()
+    [0, 1, 2, 3, 4]
+    >>> len(train_subsample(50_000, 0)), bool((train_subsample(50_000, 0) == train_subsample(50_000, 0)).all())
+    (10000, True)
+    """
+    if n_train <= limit:
+        return np.arange(n_train, dtype=np.int64)
+    rng = np.random.default_rng([int(seed), TRAIN_SUBSAMPLE_STREAM])
+    return np.sort(rng.choice(n_train, size=limit, replace=False)).astype(np.int64)
+
+
+class _FeatureWriter:
+    """Publishes a run's feature files while its logits are computed; stops (and stores none)
+    at the first split whose features the backbone cannot give."""
+
+    def __init__(self, root: Path, *, enabled: bool) -> None:
+        self.root, self.enabled = root, enabled
+        self.entries: list[FeatureEntry] = []
+        self.created: list[Path] = []  # files this stage wrote, removed if it fails
+
+    def discard(self) -> None:
+        """Remove the files this stage wrote (it failed: nothing names them)."""
+        for path in self.created:
+            path.unlink(missing_ok=True)
+        self.created.clear()
+
+    def predict(self, adapter: Any, model: Any, spec: Any, samples: Any, device: Any,
+                batch_size: int) -> tuple[np.ndarray, np.ndarray | None]:
+        if not self.enabled:
+            return adapter.predict(model, spec, samples, device, batch_size), None
+        return adapter.predict_with_features(model, spec, samples, device, batch_size)
+
+    def _stop(self, why: str) -> None:
+        if self.enabled:
+            logger.info("no penultimate features stored: %s", why)
+        self.enabled, self.entries = False, []
+        self.discard()
+
+    def add(self, info: SplitInfo, features: np.ndarray | None) -> None:
+        if not self.enabled:
+            return
+        if features is None:
+            self._stop(f"the backbone gives none for split {info.split!r} (no linear output "
+                       "layer)")
+            return
+        self.entries.append(write_features(self.root, info.split, info.role, features,
+                                           created=self.created))
+
+    def add_train(self, features: np.ndarray | None, labels: np.ndarray) -> None:
+        if not self.enabled:
+            return
+        if features is None or features.shape[0] == 0:
+            self._stop("the backbone gives none for the training subsample")
+            return
+        self.entries.append(write_features(self.root, TRAIN_SPLIT, "train", features, labels,
+                                           created=self.created))
+
+
+def _compute_splits(adapter: Any, model: Any, spec: Any, source: Any, dataset: DatasetRef,
+                    dev: Any, batch_size: int, n_classes: int,
+                    computed: list[tuple[SplitInfo, np.ndarray, np.ndarray]],
+                    feats: _FeatureWriter, seed: int) -> None:
+    """Logits (into ``computed``) and features (through ``feats``) of every split of a run."""
+    val_logits, val_features = feats.predict(adapter, model, spec, source.val_x, dev,
+                                             batch_size)
+    val_info = SplitInfo("val", "val", VAL_FAMILY, VAL_SHIFT, None)
+    computed.append((val_info, *_checked(val_info, val_logits, source.val_y, n_classes)))
+    feats.add(val_info, val_features)
+    for split, samples, labels in iter_target_splits(dataset):
+        logits, split_features = feats.predict(adapter, model, spec, samples, dev, batch_size)
+        info = SplitInfo(split.name, "target", split.shift_family, split.shift, split.severity)
+        computed.append((info, *_checked(info, logits, labels, n_classes)))
+        feats.add(info, split_features)
+    if feats.enabled:
+        index = train_subsample(adapter.size(source.train_x), seed)
+        _, train_features = feats.predict(adapter, model, spec,
+                                          adapter.take(source.train_x, index), dev,
+                                          batch_size)
+        feats.add_train(train_features, np.asarray(source.train_y)[index])
+
+
 def compute_logits(
     checkpoint: CheckpointRef,
     *,
@@ -163,6 +264,7 @@ def compute_logits(
     batch_size: int = 1024,
     code_version: str = "",
     results: str | Path | None = None,
+    features: bool = True,
 ) -> LogitsRef:
     """Compute the logits of every split of one run and publish them as one Parquet file.
 
@@ -186,6 +288,9 @@ def compute_logits(
     results : str or Path, optional
         Results root (:func:`storage.results.results_root`); default ``$ALSA_BENCH_RESULTS``,
         else ``results/`` beside the database.
+    features : bool, default True
+        Also store the penultimate features of every split and of a seeded training subsample
+        (see the module docstring).
 
     Returns
     -------
@@ -209,6 +314,8 @@ def compute_logits(
         raise TypeError(f"checkpoint must be a CheckpointRef; got {type(checkpoint).__name__}.")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be an integer >= 1; got {batch_size!r}.")
+    if not isinstance(features, bool):
+        raise ValueError(f"features must be True or False; got {features!r}.")
     spec = get_dataset_spec(checkpoint.dataset)
     if suite != spec.suite:
         raise ValueError(
@@ -235,13 +342,14 @@ def compute_logits(
         model.to(dev).eval()
 
         source = spec.load_source(Path(dataset.root))
-        val_logits = adapter.predict(model, spec, source.val_x, dev, batch_size)
-        val_info = SplitInfo("val", "val", VAL_FAMILY, VAL_SHIFT, None)
-        computed.append((val_info, *_checked(val_info, val_logits, source.val_y, n_classes)))
-        for split, samples, labels in iter_target_splits(dataset):
-            logits = adapter.predict(model, spec, samples, dev, batch_size)
-            info = SplitInfo(split.name, "target", split.shift_family, split.shift, split.severity)
-            computed.append((info, *_checked(info, logits, labels, n_classes)))
+        root = results_root(results, db=database)
+        feats = _FeatureWriter(root, enabled=features)
+        try:
+            _compute_splits(adapter, model, spec, source, dataset, dev, batch_size, n_classes,
+                            computed, feats, checkpoint.seed)
+        except BaseException:
+            feats.discard()
+            raise
     del model
     compute_seconds = time.perf_counter() - t0
 
@@ -260,15 +368,21 @@ def compute_logits(
         train_seconds=None if train_seconds is None else float(train_seconds),
     )
     t1 = time.perf_counter()
-    published = write_logits_file(run, computed, results_root(results, db=database))
+    try:
+        published = write_logits_file(run, computed, root, feats.entries)
+    except BaseException:
+        feats.discard()
+        raise
     logger.info(
-        "%s: logits of %d splits (%d rows) computed in %.1f s, published in %.1f s as %s",
+        "%s: logits of %d splits (%d rows) computed in %.1f s, published in %.1f s as %s%s",
         checkpoint.run_key,
         len(computed),
         sum(int(lab.shape[0]) for _, _, lab in computed),
         compute_seconds,
         time.perf_counter() - t1,
         published.path,
+        f" with {len(feats.entries)} feature files ({feats.entries[0].dim}-d)" if feats.entries
+        else " (no features)",
     )
     return LogitsRef(
         run_key=checkpoint.run_key, db_path=str(database), digest="", path=published.path,
@@ -347,6 +461,7 @@ def extract_task(
     code_version: str,
     results: str = "",
     threads: int = 1,
+    features: bool = True,
 ) -> LogitsRef:
     """Publish the logits of every split of one run (:func:`tasks.stages.extract.compute_logits`).
 
@@ -356,6 +471,6 @@ def extract_task(
     with pinned_threads(threads):
         return compute_logits(
             checkpoint, suite=suite, db=db, device=device, batch_size=batch_size,
-            code_version=code_version, results=results or None,
+            code_version=code_version, results=results or None, features=features,
         )
 

@@ -332,11 +332,11 @@ def test_the_opt_in_shift_gate_runs_only_when_named(run_db):
     assert "shift-gate" not in default_method_names() and "shift-gate" in all_method_names()
 
 
-def test_feature_methods_are_skipped_with_a_note_while_no_features_are_stored(run_db, caplog):
+def test_feature_methods_are_skipped_with_a_note_when_a_run_stores_no_features(run_db, caplog):
     from tasks.methods import feature_method_names
 
     db, _, logits = run_db
-    assert not set(feature_method_names()) & set(default_method_names())
+    assert default_method_names()[-len(feature_method_names()):] == feature_method_names()
     assert set(feature_method_names()) <= set(all_method_names())
     with caplog.at_level(logging.WARNING, logger="tasks.stages.estimate"):
         estimate(logits, methods=["ac", "distcs", "aline-s"], code_version="features")
@@ -346,6 +346,62 @@ def test_feature_methods_are_skipped_with_a_note_while_no_features_are_stored(ru
     notes = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
     assert notes == [f"Run {RUN}: skipped distcs, aline-s: they need the classifier's features, "
                      f"and run {RUN!r} has none stored."]
+
+
+def _features_of(logits: np.ndarray, rng: np.random.Generator, d: int = 12) -> np.ndarray:
+    """Features that carry the logits (so the methods have a signal) plus noise."""
+    return np.hstack([logits, rng.normal(size=(logits.shape[0], d - logits.shape[1]))])
+
+
+def test_stored_features_reach_the_feature_methods_exactly(tmp_path):
+    """A run whose logits file lists feature files: the stage fits and estimates the feature
+    methods on them, and its rows equal a direct computation on the same float16 arrays."""
+    from estimators import get_estimator
+    from storage.features import FeatureFileError, write_features
+    from tasks.stages.estimate import read_run_logits
+
+    db = tmp_path / "bench.duckdb"
+    rng = np.random.default_rng(3)
+    with connect(db) as con:
+        arrays = add_run(con, rng, RUN, n_val=150, targets=TARGETS, seed=7)
+    root = db.parent / "results"
+    feats = {name: _features_of(arrays[name][0], rng) for name in ("val", *(t[0] for t in TARGETS))}
+    train_x = _features_of(arrays["val"][0], rng)
+    entries = [write_features(root, "val", "val", feats["val"])]
+    entries += [write_features(root, name, "target", feats[name]) for name, _, _ in TARGETS]
+    entries.append(write_features(root, "train", "train", train_x, arrays["val"][1]))
+    splits = [(storage.SplitInfo("val", "val", None, None, None), *arrays["val"])]
+    for name, _, _ in TARGETS:
+        family, _, sev = name.partition("-")
+        splits.append((storage.SplitInfo(name, "target", family, family,
+                                         int(sev) if sev else None), *arrays[name]))
+    published = write_logits_file(RunInfo(RUN, "toy", "toy", "mlp", 7, arrays["val"][0].shape[1]),
+                                  splits, root, entries)
+    with connect(db) as con:
+        ingest(con, published.path)
+        stored = con.execute("SELECT split, role, n_rows, dim FROM feature_files "
+                             "WHERE run_key = ? ORDER BY split", [RUN]).fetchall()
+    assert stored == sorted([("val", "val", 150, 12), ("train", "train", 150, 12),
+                             *((n, "target", arrays[n][0].shape[0], 12) for n, _, _ in TARGETS)])
+    ref = LogitsRef(run_key=RUN, db_path=str(db), digest="", path=published.path,
+                    sha256=published.sha256)
+    estimate(ref, methods=["ac", "distcs", "aline-s"], code_version="features")
+    with connect(db, read_only=True) as con:
+        rows = {(r.split, r.method): r for r in read_estimates(con, RUN)}
+    half = {k: v.astype(np.float16) for k, v in feats.items()}
+    for method in ("distcs", "aline-s"):
+        est = get_estimator(method, seed=7).fit(
+            arrays["val"][0], arrays["val"][1], val_features=half["val"],
+            train_features=train_x.astype(np.float16), train_labels=arrays["val"][1])
+        for name, _, _ in TARGETS:
+            want = est.estimate(arrays[name][0], target_features=half[name]).accuracy
+            assert rows[(name, method)].estimated_accuracy == pytest.approx(want, abs=1e-12)
+    # a feature file changed on disk is refused by name, never read as if it were the stored one
+    content, _ = read_run_logits(ref)
+    victim = root / "features" / f"{entries[1].sha256}.npy"
+    victim.write_bytes(victim.read_bytes()[:-2] + b"\x00\x01")
+    with pytest.raises(FeatureFileError, match="does not match its name"):
+        content.features.split(entries[1].split)
 
 
 # --------------------------------------------------------------------------- one row builder

@@ -29,8 +29,12 @@ def test_full_list_is_the_estimators_then_the_model_aware_methods() -> None:
     assert all_method_names() == (
         *available_estimators(include_scores=True, include_opt_in=True, include_features=True),
         *MODEL_AWARE_METHODS)
+    # the feature methods run by default, last (skipped with a note where no features exist)
+    from estimators import feature_estimators
+
     assert default_method_names() == (
-        *available_estimators(include_scores=True), *MODEL_AWARE_METHODS)
+        *available_estimators(include_scores=True), *MODEL_AWARE_METHODS,
+        *feature_estimators())
     assert estimator_names(scores=False, opt_in=False) == tuple(available_estimators())
 
 

@@ -1,0 +1,126 @@
+"""The penultimate representation of any backbone: the input of its output layer.
+
+The feature-aware estimators (:mod:`estimators.distcs`, :mod:`estimators.aline`,
+:mod:`estimators.dispersion`) read what the classifier's last linear layer reads: the pooled
+512 features of a ResNet18, the hidden units of an MLP or of a MiniLM head, a GNN's node
+embedding (``NodeClassifier.embed``), DistilBERT's pooled output. Every backbone of this project
+ends in an ``nn.Linear`` whose output *is* the model's output, so one rule finds it without a
+per-backbone list:
+
+    the penultimate features of a forward pass are the input of the last ``nn.Linear`` called
+    in it, provided that layer's output is the tensor the model returns.
+
+:class:`PenultimateCapture` hooks every ``nn.Linear`` of a model (``register_forward_hook``)
+and the model itself; at the end of each model forward it keeps the last linear layer's input
+(as ``float16`` on the CPU, the storage dtype) if that layer produced the model's output, and
+otherwise records that the model has no output layer it can name (the bag-of-words text model,
+an ``EmbeddingBag`` plus a bias, has none): :meth:`PenultimateCapture.features` then returns
+None and the pipeline stores no features for that run. Hooks read tensors and change nothing,
+so logits computed under a capture are bit-identical to logits computed without one.
+
+Examples
+--------
+>>> import torch
+>>> from torch import nn
+>>> model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)).eval()
+>>> x = torch.ones(5, 4)
+>>> with PenultimateCapture(model) as cap, torch.inference_mode():
+...     logits = model(x)
+>>> cap.features().shape, str(cap.features().dtype)
+((5, 3), 'float16')
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["FEATURE_DTYPE", "PenultimateCapture"]
+
+#: Storage dtype of penultimate features (half the bytes of float32; the methods compute in
+#: float32/float64 and lose nothing they measure at this precision).
+FEATURE_DTYPE = np.float16
+
+
+class PenultimateCapture:
+    """Collect the input of a model's output layer over every forward pass inside the block.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The classifier. It is not modified; the hooks are removed when the block ends.
+
+    Notes
+    -----
+    One forward of ``model`` gives one chunk; :meth:`features` concatenates the chunks in call
+    order, which is the order of the logits an adapter concatenates.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}.")
+        self.model = model
+        self._handles: list[Any] = []
+        self._last: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._chunks: list[np.ndarray] = []
+        self._missing = False
+
+    # ---------------------------------------------------------------------------- the hooks
+    def _on_linear(self, module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
+        if inputs and isinstance(inputs[0], torch.Tensor) and isinstance(output, torch.Tensor):
+            self._last = (inputs[0], output)
+
+    def _on_model(self, module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
+        last, self._last = self._last, None
+        if last is None or not isinstance(output, torch.Tensor) or last[1] is not output:
+            self._missing = True  # no linear layer produced what the model returned
+            return
+        flat = last[0].detach().reshape(output.shape[0], -1)
+        self._chunks.append(flat.float().cpu().numpy().astype(FEATURE_DTYPE))
+
+    # ---------------------------------------------------------------------------- the block
+    def __enter__(self) -> PenultimateCapture:
+        self._chunks, self._missing, self._last = [], False, None
+        for module in self.model.modules():
+            if isinstance(module, nn.Linear):
+                self._handles.append(module.register_forward_hook(self._on_linear))
+        self._handles.append(self.model.register_forward_hook(self._on_model))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    # ---------------------------------------------------------------------------- the result
+    def features(self) -> np.ndarray | None:
+        """``(n, d)`` ``float16`` features of every forward in call order, or None when some
+        forward had no output layer to read (or no forward ran)."""
+        if self._missing or not self._chunks:
+            return None
+        return np.concatenate(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
+
+    def unpermute(self, order: np.ndarray) -> None:
+        """Put the captured rows back in sample order after forwards ran over ``order``
+        (row ``i`` captured is sample ``order[i]``), as an adapter that sorts by length does
+        with its logits. Nothing happens when no features were captured."""
+        features = self.features()
+        order = np.asarray(order, dtype=np.int64)
+        if features is None:
+            return
+        if features.shape[0] != order.shape[0]:
+            raise ValueError(
+                f"order must have one entry per captured row ({features.shape[0]}); got "
+                f"{order.shape[0]}.")
+        rows = np.empty_like(features)
+        rows[order] = features
+        self._chunks = [rows]
