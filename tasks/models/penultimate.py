@@ -79,7 +79,9 @@ class PenultimateCapture:
         if last is None or not isinstance(output, torch.Tensor) or last[1] is not output:
             self._missing = True  # no linear layer produced what the model returned
             return
-        flat = last[0].detach().reshape(output.shape[0], -1)
+        x = last[0].detach()
+        flat = x if x.ndim == 2 else x.reshape(output.shape[0], x.shape[-1] * (
+            x[0].numel() // x.shape[-1] if x.shape[0] else 1))
         self._chunks.append(flat.float().cpu().numpy().astype(FEATURE_DTYPE))
 
     # ---------------------------------------------------------------------------- the block

@@ -184,6 +184,9 @@ def write_report(
             tables["per_class_table"] = per_class_wide(per_class)
         anchor_figs = anchor_figures(con, tables["rows"]) if anchor_plots else []
         trust = _trust_tables(con, tables["rows"]["run_key"].unique().tolist())
+    from tasks.report.features import feature_comparison
+
+    features = feature_comparison(tables["rows"])
 
     name = run_name or "-".join(sorted(tables["rows"]["suite"].astype(str).unique()))
     folder = Path(out_dir) if out_dir is not None else reports_dir()
@@ -216,6 +219,9 @@ def write_report(
         trust["auto"].to_csv(folder / "trust_auto.csv", index=False)
         trust["band"].to_csv(folder / "band.csv", index=False)
         trust["families"].to_csv(folder / "trust_families.csv", index=False)
+    if features is not None:
+        for grouping, table in features.items():
+            table.to_csv(folder / f"features_by_{grouping}.csv", index=False)
 
     pngs: list[tuple[str, str, bytes]] = []
     rows = tables["rows"]
@@ -247,6 +253,10 @@ def write_report(
         from tasks.report.calibration import trust_markdown
 
         md = md.rstrip("\n") + "\n\n" + trust_markdown(trust)
+    if features is not None:
+        from tasks.report.features import feature_markdown
+
+        md = md.rstrip("\n") + "\n\n" + feature_markdown(features)
     if synthetic:
         md = f"{BANNER}\n\n{md}"
     (folder / "report.md").write_text(md, encoding="utf-8")

@@ -225,8 +225,10 @@ class _FeatureWriter:
     def add_train(self, features: np.ndarray | None, labels: np.ndarray) -> None:
         if not self.enabled:
             return
-        if features is None or features.shape[0] == 0:
+        if features is None:
             self._stop("the backbone gives none for the training subsample")
+            return
+        if features.shape[0] == 0:  # no training set (a pretrained model): no train entry
             return
         self.entries.append(write_features(self.root, TRAIN_SPLIT, "train", features, labels,
                                            created=self.created))

@@ -120,3 +120,10 @@ def test_unpermute_puts_rows_back_and_checks_the_order():
 def test_a_non_module_is_refused():
     with pytest.raises(TypeError, match="model must be a torch.nn.Module; got int"):
         PenultimateCapture(3)
+
+
+def test_an_empty_batch_gives_an_empty_matrix():
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2)).eval()
+    with PenultimateCapture(model) as capture, torch.inference_mode():
+        model(torch.zeros(0, 3))
+    assert capture.features().shape == (0, 4)
