@@ -126,3 +126,97 @@ class PenultimateCapture:
         rows = np.empty_like(features)
         rows[order] = features
         self._chunks = [rows]
+
+
+# ------------------------------------------------------------------------- per modality
+def predict_with_features(
+    adapter: Any, model: nn.Module, spec: Any, samples: Any, device: torch.device,
+    batch_size: int,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Logits as ``adapter.predict`` returns them (bit-identical) and the penultimate features.
+
+    The features are ``(n, d)`` ``float16``, one row per logits row, or None when the backbone
+    has no output layer to read. The modality adapters (:mod:`tasks.models.modalities`) are not
+    changed for this (their code is part of the train stage's cache key, so touching them would
+    retrain every model); where an adapter's forwards do not map one to one to its rows, this
+    function knows how they map:
+
+    * **graph**: one full-batch forward gives every node's embedding; the split's nodes are kept;
+    * **text**: the adapter memoises logits by text and sorts texts by length; the features are
+      captured over the split's distinct texts in the adapter's own order and put back.
+      The logits still come from ``adapter.predict`` (its memo included);
+    * **image** and anything else: the forwards are the adapter's batches, in row order.
+
+    Parameters
+    ----------
+    adapter : tasks.models.modalities.base.ModalityAdapter
+    model : torch.nn.Module
+    spec : DatasetSpec
+    samples : split samples of the adapter's modality
+    device : torch.device
+    batch_size : int
+
+    Returns
+    -------
+    logits : ndarray of shape (n, n_classes), float32
+    features : ndarray of shape (n, d), float16, or None
+    """
+    if getattr(adapter, "name", "") == "graph":
+        return _graph(model, samples, device)
+    if getattr(adapter, "name", "") == "text":
+        logits = adapter.predict(model, spec, samples, device, batch_size)
+        return logits, _text_features(adapter, model, spec, samples, device, batch_size,
+                                      int(logits.shape[0]))
+    with PenultimateCapture(model) as capture:
+        logits = adapter.predict(model, spec, samples, device, batch_size)
+    features = capture.features()
+    if features is None or features.shape[0] != logits.shape[0]:
+        return logits, None
+    return logits, features
+
+
+def _graph(model: nn.Module, samples: Any, device: torch.device
+           ) -> tuple[np.ndarray, np.ndarray | None]:
+    """The graph adapter's ``predict`` (one full-batch forward), capturing the embeddings."""
+    from tasks.models.modalities.graph import _as_split, graph_tensors
+    from tasks.runtime.allocator import keep_freed_memory
+
+    keep_freed_memory()
+    split = _as_split(samples, "samples")
+    model.to(device).eval()
+    x, edges = graph_tensors(split.graph, device)
+    with PenultimateCapture(model) as capture, torch.inference_mode():
+        logits = model(x, edges)[torch.from_numpy(split.nodes).to(device)]
+    features = capture.features()
+    out = logits.float().cpu().numpy().astype(np.float32, copy=False)
+    return out, None if features is None else features[split.nodes]
+
+
+def _text_features(adapter: Any, model: nn.Module, spec: Any, samples: Any,
+                   device: torch.device, batch_size: int, n_rows: int) -> np.ndarray | None:
+    """The head's input for each text: captured over the distinct texts, in the order the
+    adapter's ``_predict`` runs them (sorted by length), then put back in row order."""
+    from tasks.data.texts import as_texts, take_texts, text_key
+    from tasks.models.modalities.text import _featurize
+
+    if not any(isinstance(m, nn.Linear) for m in model.modules()):
+        return None  # the bag-of-words model: no output layer to read
+    texts = as_texts(samples, "predict")
+    keys = [text_key(t) for t in texts]
+    first: dict[str, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    if not first:
+        return None
+    unique = take_texts(texts, list(first.values()))
+    lengths = _featurize(model, unique, device, "predict").lengths()  # as _predict orders them
+    order = (np.argsort(lengths, kind="stable") if lengths is not None
+             else np.arange(len(first)))
+    with PenultimateCapture(model) as capture:
+        adapter._predict(model, spec, unique, device, batch_size)
+    if capture.features() is None or capture.features().shape[0] != len(first):
+        return None
+    capture.unpermute(order)
+    position = {k: j for j, k in enumerate(first)}
+    rows = np.fromiter((position[k] for k in keys), dtype=np.int64, count=n_rows)
+    return capture.features()[rows]

@@ -51,6 +51,7 @@ from tasks.data.datasets import get_dataset_spec
 from storage.hashing import file_sha256
 from tasks.data.files import files_digest
 from tasks.models.modalities import get_adapter
+from tasks.models.penultimate import predict_with_features
 from tasks.runtime.refs import CheckpointRef, DatasetRef, LogitsRef, resolve
 from tasks.stages.splits import iter_target_splits
 from tasks.runtime.checkpoints import load_checkpoint, read_sidecar
@@ -204,7 +205,7 @@ class _FeatureWriter:
                 batch_size: int) -> tuple[np.ndarray, np.ndarray | None]:
         if not self.enabled:
             return adapter.predict(model, spec, samples, device, batch_size), None
-        return adapter.predict_with_features(model, spec, samples, device, batch_size)
+        return predict_with_features(adapter, model, spec, samples, device, batch_size)
 
     def _stop(self, why: str) -> None:
         if self.enabled:

@@ -8,8 +8,7 @@ four questions:
   :meth:`ModalityAdapter.take`);
 * how a backbone is trained on a split, with the validation split for early stopping
   (:meth:`ModalityAdapter.fit`: batches for images, full batch on one graph for graphs);
-* how a trained backbone turns a split into logits (:meth:`ModalityAdapter.predict`), and into
-  logits plus its penultimate features (:meth:`ModalityAdapter.predict_with_features`);
+* how a trained backbone turns a split into logits (:meth:`ModalityAdapter.predict`);
 * whether a generated target split can be stored as plain arrays in the shift cache
   (:attr:`ModalityAdapter.cache_splits`).
 """
@@ -101,22 +100,3 @@ class ModalityAdapter(ABC):
         Adapters that batch show the batches with :func:`tasks.runtime.progress.progress`
         (a bar on a terminal only).
         """
-
-    def predict_with_features(
-        self, model: nn.Module, spec: Any, samples: Any, device: torch.device, batch_size: int
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Logits as :meth:`predict` returns them (bit-identical) and the penultimate features.
-
-        The features are the input of the model's output layer
-        (:class:`tasks.models.penultimate.PenultimateCapture`), ``(n, d)`` ``float16``, one row
-        per logits row; None when the backbone has no output layer to read or the rows do not
-        line up one to one (an adapter whose forwards do not map to its rows overrides this).
-        """
-        from tasks.models.penultimate import PenultimateCapture
-
-        with PenultimateCapture(model) as capture:
-            logits = self.predict(model, spec, samples, device, batch_size)
-        features = capture.features()
-        if features is None or features.shape[0] != logits.shape[0]:
-            return logits, None
-        return logits, features

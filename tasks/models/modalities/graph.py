@@ -148,23 +148,6 @@ class GraphAdapter(ModalityAdapter):
             logits = model(x, edges)[torch.from_numpy(split.nodes).to(device)]
         return logits.float().cpu().numpy().astype(np.float32, copy=False)
 
-    def predict_with_features(
-        self, model: nn.Module, spec: Any, samples: Any, device: torch.device, batch_size: int
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Logits of the split's nodes and their embeddings (the head's input, ``float16``): one
-        full-batch forward gives every node's, of which the split's rows are kept."""
-        from tasks.models.penultimate import PenultimateCapture
-
-        keep_freed_memory()
-        split = _as_split(samples, "samples")
-        model.to(device).eval()
-        x, edges = graph_tensors(split.graph, device)
-        with PenultimateCapture(model) as capture, torch.inference_mode():
-            logits = model(x, edges)[torch.from_numpy(split.nodes).to(device)]
-        features = capture.features()
-        out = logits.float().cpu().numpy().astype(np.float32, copy=False)
-        return out, None if features is None else features[split.nodes]
-
 
 #: The graph adapter.
 ADAPTER: Final[GraphAdapter] = GraphAdapter()

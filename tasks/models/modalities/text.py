@@ -63,7 +63,6 @@ class TextAdapter(ModalityAdapter):
         self._memo_owner: weakref.ref[nn.Module] | None = None
         self._memo_versions: tuple[int, ...] = ()
         self._memo: dict[str, np.ndarray] = {}
-        self._feature_memo: dict[str, np.ndarray] = {}  # penultimate rows, same keys and life
 
     def size(self, samples: Any) -> int:
         return len(samples)
@@ -123,53 +122,21 @@ class TextAdapter(ModalityAdapter):
     def predict(
         self, model: nn.Module, spec: Any, samples: Any, device: torch.device, batch_size: int
     ) -> np.ndarray:
-        return self._memo_predict(model, spec, samples, device, batch_size, False)[0]
-
-    def predict_with_features(
-        self, model: nn.Module, spec: Any, samples: Any, device: torch.device, batch_size: int
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Logits (bit-identical to :meth:`predict`'s, memo included) and the head's input per
-        text (``float16``), or None for a model without a linear output layer (the
-        bag-of-words model)."""
-        return self._memo_predict(model, spec, samples, device, batch_size, True)
-
-    def _memo_predict(
-        self, model: nn.Module, spec: Any, samples: Any, device: torch.device, batch_size: int,
-        with_features: bool,
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        from tasks.models.penultimate import PenultimateCapture
-
         texts = as_texts(samples, "predict")
         keys = [text_key(t) for t in texts]
         memo = self._memo_for(model)
-        feature_memo = self._feature_memo
         first: dict[str, int] = {}
         for i, k in enumerate(keys):
-            if k not in memo or (with_features and k not in feature_memo):
+            if k not in memo:
                 first.setdefault(k, i)
-        no_features = False
         if first:
-            fresh_texts = take_texts(texts, list(first.values()))
-            if with_features:
-                with PenultimateCapture(model) as capture:
-                    fresh = self._predict(model, spec, fresh_texts, device, batch_size,
-                                          capture=capture)
-                features = capture.features()
-                if features is None or features.shape[0] != fresh.shape[0]:
-                    no_features = True
-                else:
-                    feature_memo.update(zip(first, features))
-            else:
-                fresh = self._predict(model, spec, fresh_texts, device, batch_size)
-            for k, row in zip(first, fresh):
-                memo.setdefault(k, row)  # a memoised row stays: the logits never change
+            fresh = self._predict(model, spec, take_texts(texts, list(first.values())),
+                                  device, batch_size)
+            memo.update(zip(first, fresh))
         n_out = int(getattr(spec, "n_classes", 0))
         if not keys:
-            return np.zeros((0, n_out), dtype=np.float32), None
-        logits = np.stack([memo[k] for k in keys]).astype(np.float32, copy=False)
-        if not with_features or no_features:
-            return logits, None
-        return logits, np.stack([feature_memo[k] for k in keys])
+            return np.zeros((0, n_out), dtype=np.float32)
+        return np.stack([memo[k] for k in keys]).astype(np.float32, copy=False)
 
     def _memo_for(self, model: nn.Module) -> dict[str, np.ndarray]:
         """Logits already computed by this model with its current weights, by text key.
@@ -187,12 +154,10 @@ class TextAdapter(ModalityAdapter):
         # a checkpoint, its version counters too
         if owner is not model or self._memo_versions != versions:
             self._memo_owner, self._memo_versions, self._memo = weakref.ref(model), versions, {}
-            self._feature_memo = {}
         return self._memo
 
     def _predict(
-        self, model: nn.Module, spec: Any, samples: Any, device: torch.device, batch_size: int,
-        *, capture: Any = None,
+        self, model: nn.Module, spec: Any, samples: Any, device: torch.device, batch_size: int
     ) -> np.ndarray:
         features = _featurize(model, samples, device, "predict")
         model.to(device).eval()
@@ -211,8 +176,6 @@ class TextAdapter(ModalityAdapter):
             return np.zeros((0, n_out), dtype=np.float32)
         out = np.empty((len(features), chunks[0].shape[1]), dtype=np.float32)
         out[order] = np.concatenate(chunks)
-        if capture is not None:  # the captured rows came in processing order too
-            capture.unpermute(order)
         return out
 
 
