@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+import torch
 import pytest
 
 from storage.db import connect
@@ -56,6 +57,26 @@ def test_graph_run_end_to_end(tiny_graph: str, state_home: Path) -> None:
         assert 0.0 <= row.estimated_accuracy <= 1.0
         assert row.true_accuracy == pytest.approx(splits[row.split].true_accuracy)
     assert logits_ref.run_key == ckpt.run_key
+    # the stored features are the split's rows of NodeClassifier.embed on its snapshot
+    from storage.results import read_logits_file
+    from tasks.models.backbones import get_backbone
+    from tasks.models.modalities.graph import graph_tensors
+    from tasks.stages.extract import open_checkpoint
+    from tasks.stages.splits import iter_target_splits
+
+    content = read_logits_file(logits_ref.path)
+    state, meta, _, dataset_ref = open_checkpoint(ckpt)
+    model = get_backbone("sage", int(meta["n_classes"]), tuple(meta["input_shape"]))
+    model.load_state_dict(state)
+    model.eval()
+    for split, samples, _ in iter_target_splits(dataset_ref):
+        x, edges = graph_tensors(samples.graph, torch.device("cpu"))
+        with torch.inference_mode():
+            want = model.embed(x, edges)[torch.from_numpy(samples.nodes)].numpy()
+        np.testing.assert_allclose(content.features.split(split.name).astype(np.float32), want,
+                                   atol=2e-2, rtol=1e-2)
+    train_x, train_y = content.features.train()
+    assert train_x.shape == (len(train_y), want.shape[1]) and train_x.dtype == np.float16
 
 
 def test_gnnevaluator_needs_a_graph_run_and_its_checkpoint(tiny_graph: str, state_home) -> None:

@@ -51,6 +51,43 @@ def test_text_run_end_to_end(tiny_text: str, state_home: Path, backbone: str, ep
         rows = read_estimates(con, ckpt.run_key)
     assert len(rows) == 3 * len(splits)
     assert all(0.0 <= r.estimated_accuracy <= 1.0 for r in rows)
+    _check_text_features(ckpt, logits, backbone, tiny_text, splits)
+
+
+def _check_text_features(ckpt, logits, backbone, dataset, splits) -> None:
+    """The stored features are the head's input per text, row for row (recomputed here one
+    text at a time, without the adapter's memo or its length sort); none for bow-linear."""
+    import torch
+
+    from storage.results import read_logits_file
+    from tasks.data.datasets import get_dataset_spec
+    from tasks.models.backbones import get_backbone
+    from tasks.models.modalities.text import _featurize
+    from tasks.stages.splits import iter_target_splits
+    from tasks.stages.extract import open_checkpoint
+
+    content = read_logits_file(logits.path)
+    if backbone == "bow-linear":
+        assert content.features is None
+        return
+    assert {e.split for e in content.features.entries} == {*splits, "val", "train"}
+    state, meta, _, dataset_ref = open_checkpoint(ckpt)
+    model = get_backbone(backbone, int(meta["n_classes"]), tuple(meta["input_shape"]))
+    model.load_state_dict(state)
+    model.eval()
+    head = [m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1]
+    for split, samples, _ in iter_target_splits(dataset_ref):
+        stored = content.features.split(split.name)
+        assert stored.shape[0] == len(samples)
+        for i in (0, len(samples) // 2, len(samples) - 1):
+            seen = []
+            handle = head.register_forward_hook(lambda m, a, o: seen.append(a[0]))
+            feats = _featurize(model, samples[i:i + 1], torch.device("cpu"), "predict")
+            with torch.inference_mode():
+                model(*feats.batch(np.arange(1), torch.device("cpu")))
+            handle.remove()
+            np.testing.assert_allclose(stored[i].astype(np.float32), seen[0][0].numpy(),
+                                       atol=2e-2, rtol=1e-2)
 
 
 def test_frozen_features_are_computed_once_across_backbones_and_splits(
