@@ -219,7 +219,8 @@ def _load(root: Path, sha: str, what: str) -> np.ndarray:
         raise FeatureFileError(
             f"feature file {str(path)!r} ({what}) does not match its name (changed on disk); "
             f"delete it and re-run the extract stage.")
-    return np.load(io.BytesIO(data), allow_pickle=False)
+    loaded: np.ndarray = np.load(io.BytesIO(data), allow_pickle=False)
+    return loaded
 
 
 def read_features(
