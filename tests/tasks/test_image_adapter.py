@@ -201,3 +201,58 @@ def test_unknown_optimizer_and_bad_patience_are_refused() -> None:
         _fit(nn.Linear(1, 1), _linear_recipe("adam", patience=0), _Spec(), (x, y))
     with pytest.raises(ValueError, match="as many labels as samples"):
         _fit(nn.Linear(1, 1), _linear_recipe("adam"), _Spec(), (x, y[:3]))
+
+
+class _PhotoSpec:
+    """Samples are row ids; each becomes a 3x224x224 input (an ImageNet-size photo)."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def to_inputs(self, samples: np.ndarray) -> np.ndarray:
+        self.sizes.append(int(samples.shape[0]))
+        return np.stack([np.random.default_rng(int(i)).standard_normal((3, 224, 224),
+                                                                        dtype=np.float32)
+                         for i in samples]) if samples.size else np.zeros((0, 3, 224, 224),
+                                                                          np.float32)
+
+
+def test_eval_rows_cuts_photo_batches_and_leaves_small_images_alone() -> None:
+    photos = np.arange(5000)
+    assert image.eval_rows(_PhotoSpec(), photos, 1024) == 256
+    assert image.eval_rows(_PhotoSpec(), photos, 2048) == 256
+    assert image.eval_rows(_PhotoSpec(), photos, 16) == 16
+    assert image.eval_rows(_PhotoSpec(), photos[:0], 1024) == 1024
+    cifar = np.zeros((10, 3, 32, 32), dtype=np.float32)  # no spec: float inputs as they are
+    assert image.eval_rows(None, cifar, 2048) == 2048
+    mnist = np.zeros((10, 28, 28), dtype=np.uint8)
+    assert image.eval_rows(_Spec(), mnist, 2048) == 2048
+
+
+def test_predict_samples_cuts_photo_batches_at_the_cap(monkeypatch) -> None:
+    """Inference on 224-pixel photos never builds a batch above the cap (256 rows by default;
+    64 here to keep the test small; issue 23: a batch of 1,199 Waterbirds photos took the train
+    stage past 19 GB)."""
+    monkeypatch.setattr(image, "EVAL_MAX_VALUES", 64 * 3 * 224 * 224)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 7, stride=16), nn.Flatten(), nn.Linear(4 * 14 * 14, 5))
+    spec = _PhotoSpec()
+    logits = image.predict_samples(model, spec, np.arange(150), CPU, 1024)
+    assert logits.shape == (150, 5)
+    assert spec.sizes == [1, 64, 64, 22]  # one probe of the input size, then the batches
+    again = image.predict_samples(model, _PhotoSpec(), np.arange(150), CPU, 64)
+    assert np.array_equal(logits, again)
+
+
+def test_small_image_inference_is_unchanged_by_the_cap() -> None:
+    """CIFAR/MNIST-size batches stay as requested, so their logits are today's bit for bit."""
+    x, _ = _data(300, 3)
+    torch.manual_seed(0)
+    model = get_backbone("cnn3", 3, (1, 28, 28))
+    spec = _Spec()
+    got = image.predict_samples(model, spec, x, CPU, 256)
+    assert [b.shape[0] for b in spec.batches] == [1, 256, 44]
+    with torch.inference_mode():
+        ref = torch.cat([model(torch.from_numpy(_Spec().to_inputs(x[i:i + 256])).to(
+            memory_format=torch.channels_last)) for i in (0, 256)]).numpy()
+    assert np.array_equal(got, ref)
