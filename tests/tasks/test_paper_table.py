@@ -139,3 +139,21 @@ def test_section_lists_a_further_online_image_dataset(monkeypatch):
     assert "### `newset`" in text
     assert "The paper reports no row for this dataset." in text
     assert "expected cost: not estimated" in text
+
+
+def test_cost_table_lists_every_online_suite_with_measured_or_not_run_stages() -> None:
+    from tasks.data.datasets import DATASETS
+    from tasks.report.paper_table import DRY_RUNS, cost_table, reproduce_section
+
+    online_suites = {spec.suite for spec in DATASETS.values() if spec.online}
+    assert {row[0] for row in DRY_RUNS} == online_suites
+    for suite, _, stages, rss, _, _ in DRY_RUNS:
+        if stages.startswith("not run"):
+            assert rss == "—"
+            continue
+        seconds = [float(x) for x in stages.split(" / ")]
+        assert len(seconds) == 5 and all(s >= 0 for s in seconds)
+        assert rss.split()[1] == "GiB"
+    table = "\n".join(cost_table())
+    assert table.count("| not measured | not measured |") == len(DRY_RUNS)
+    assert "### What the protocol costs" in reproduce_section()
