@@ -13,8 +13,9 @@ check              what it looks for
 ``checkpoint``     a checkpoint that is not a valid archive, or whose SHA-256 differs from the
                    one ``runs.checkpoint_sha256`` recorded
 ``orphan-file``    a checkpoint no run refers to; a ``results/<kind>/<sha>.parquet`` never
-                   recorded in the ``ingested`` table
-``result-hash``    a Parquet result whose bytes do not hash to its name
+                   recorded in the ``ingested`` table; a ``results/features/<sha>.npy`` that
+                   no ``feature_files`` row names
+``result-hash``    a Parquet result or feature file whose bytes do not hash to its name
 ``temp-file``      ``.<name>.*.tmp`` / ``.tmp-*`` files left by a writer killed mid-write
 ``staging``        ``.staging-*`` folders of interrupted fetches
 ``cache-record``   a Prefect task-cache record (``prefect-results/``) that does not deserialize
@@ -313,6 +314,9 @@ def _database_findings(
         ingested: set[str] = set()
         if "ingested" in tables and "sha256" in _columns(con, "ingested"):
             ingested = {sha for (sha,) in con.sql("SELECT sha256 FROM ingested").fetchall()}
+        if "feature_files" in tables:  # feature files are named there (schema 5)
+            ingested |= {sha for row in con.sql(
+                "SELECT sha256, labels_sha256 FROM feature_files").fetchall() for sha in row if sha}
         return findings, runs, ingested
     except duckdb.Error as exc:
         reason = corruption_reason(exc)
@@ -366,6 +370,10 @@ def _result_findings(
     findings = []
     files = sorted(folder.glob("*/*.parquet")) if folder.is_dir() else []
     checked["results"] = len(files)
+    features = sorted(folder.glob("features/*.npy")) if folder.is_dir() else []
+    if features:
+        checked["feature_files"] = len(features)
+    files += features
     for path in files:
         if path.name.startswith("."):
             continue  # a temporary file: the temp-file check reports it

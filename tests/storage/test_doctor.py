@@ -236,6 +236,26 @@ def test_parquet_results_checked_against_their_name_and_the_ingested_table(healt
     assert good.exists() and not bad.exists()
 
 
+def test_feature_files_checked_against_their_name_and_feature_files(healthy) -> None:
+    from storage.features import write_feature_entries, write_features
+
+    root = healthy / "results"
+    named = write_features(root, "clean", "target", np.ones((50, 3)))
+    orphan = write_features(root, "val", "val", np.zeros((50, 3)))
+    changed = write_features(root, "train", "train", np.full((4, 3), 2.0), np.arange(4))
+    with connect(healthy / "bench.duckdb") as con:
+        write_feature_entries(con, RUN, [named, changed])
+    bad = root / "features" / f"{changed.sha256}.npy"
+    bad.write_bytes(bad.read_bytes()[:-2] + b"\x00\x7f")
+    lines = _lines(_doctor())
+    orphan_path = root / "features" / f"{orphan.sha256}.npy"
+    assert any(line.startswith(f"orphan-file: {orphan_path}: features result never ingested")
+               for line in lines)
+    assert any(line.startswith(f"result-hash: {bad}: content hashes to ") for line in lines)
+    assert not any(f"{named.sha256}.npy" in line for line in lines)
+    assert not any(f"{changed.labels_sha256}.npy" in line for line in lines)
+
+
 def test_leftovers_of_killed_writes_are_removed_by_repair(healthy) -> None:
     tmp = healthy / "checkpoints" / f".{RUN}.pt.k3j2.tmp"
     tmp.write_bytes(b"half a checkpoint")
