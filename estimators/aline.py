@@ -47,7 +47,7 @@ from numpy.typing import NDArray
 from scipy.optimize import minimize
 from scipy.stats import norm
 
-from ._features import FeatureArray
+from ._features import FeatureArray, require_features
 from .base import Estimator
 from .exceptions import FeatureFallbackWarning
 from .params import Param, with_defaults
@@ -332,7 +332,9 @@ class ALine(Estimator):
     def _estimate(
         self, target_logits: NDArray[np.float64]
     ) -> tuple[float, NDArray[np.float64] | None, Mapping[str, Any]]:
-        raise NotImplementedError("ALine needs target features (_estimate_with_features).")
+        # Estimator.estimate routes a feature method to _estimate_with_features; a logits-only
+        # call reaching here is the caller's error, refused as estimate() refuses it
+        raise require_features(type(self).__name__, self.name, "target_features", "estimate")
 
     def _estimate_with_features(
         self, target_logits: NDArray[np.float64], target_features: FeatureArray

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from ._features import FeatureArray
+from ._features import FeatureArray, require_features
 from ._knn import _torch
 from .params import Param
 from .registry import register
@@ -109,7 +109,9 @@ class Dispersion(ScoreEstimator):
     )
 
     def _score(self, logits: NDArray[np.float64]) -> tuple[float, dict[str, Any]]:
-        raise NotImplementedError("The dispersion score needs target features.")
+        # Estimator.estimate routes a feature method to _estimate_with_features; a logits-only
+        # call reaching here is the caller's error, refused as estimate() refuses it
+        raise require_features(type(self).__name__, self.name, "target_features", "estimate")
 
     def _estimate_with_features(
         self, target_logits: NDArray[np.float64], target_features: FeatureArray

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from ._features import FeatureArray
+from ._features import FeatureArray, require_features
 from ._knn import EXACT_MAX_ROWS, IVFIndex, knn_mean_distance
 from .base import Estimator
 from .params import Param
@@ -224,7 +224,9 @@ class DistCS(Estimator):
     def _estimate(
         self, target_logits: NDArray[np.float64]
     ) -> tuple[float, NDArray[np.float64] | None, Mapping[str, Any]]:
-        raise NotImplementedError("DistCS needs target features (_estimate_with_features).")
+        # Estimator.estimate routes a feature method to _estimate_with_features; a logits-only
+        # call reaching here is the caller's error, refused as estimate() refuses it
+        raise require_features(type(self).__name__, self.name, "target_features", "estimate")
 
     def _estimate_with_features(
         self, target_logits: NDArray[np.float64], target_features: FeatureArray

@@ -464,3 +464,16 @@ def test_dispersion_in_blocks_and_float32():
     pred = rng.integers(0, 5, 70_000)
     assert dispersion_score(x, pred, 5) == pytest.approx(
         _dispersion_loop(x.astype(np.float64), pred, 5), rel=1e-4)
+
+
+@pytest.mark.parametrize("name", ["distcs", "aline-s", "dispersion"])
+def test_the_logits_only_path_of_a_feature_method_refuses_in_one_line(name):
+    """Estimator.estimate routes feature methods to _estimate_with_features; the logits-only
+    hook, reached directly, refuses with the same one-line message as estimate()."""
+    from estimators import get_estimator
+
+    est = get_estimator(name)
+    hook = est._score if name == "dispersion" else est._estimate
+    with pytest.raises(ValueError, match=r"needs features: pass estimate\(\.\.\., "
+                                         r"target_features=\.\.\.\)"):
+        hook(np.zeros((4, 3)))
