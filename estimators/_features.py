@@ -23,13 +23,13 @@ ValueError: val_features must be a 2-D array of shape (n_samples, n_features); g
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["FitFeatures", "FeatureArray", "check_features", "check_fit_features",
-           "check_target_features", "require_features"]
+__all__ = ["FeatureOnly", "FitFeatures", "FeatureArray", "check_features",
+           "check_fit_features", "check_target_features", "require_features"]
 
 #: A validated feature array: float32 kept, anything else float64.
 FeatureArray = NDArray[np.floating[Any]]
@@ -187,3 +187,17 @@ def require_features(owner: str, key: str, argument: str, call: str) -> ValueErr
     """
     return ValueError(f"{owner} ({key!r}) needs features: pass {call}(..., {argument}=...) "
                       "(the classifier's penultimate-layer embeddings, one row per logit row).")
+
+
+class FeatureOnly:
+    """Mixin of the estimators that estimate only from features (``distcs``, ``aline-*``).
+
+    ``Estimator.estimate`` routes them to ``_estimate_with_features``; their logits-only
+    ``_estimate``, reached directly, refuses with :func:`require_features`' one line. Put it
+    before :class:`~estimators.base.Estimator` in the bases.
+    """
+
+    name: ClassVar[str]
+
+    def _estimate(self, target_logits: NDArray[np.float64]) -> Any:
+        raise require_features(type(self).__name__, self.name, "target_features", "estimate")

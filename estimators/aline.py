@@ -47,7 +47,7 @@ from numpy.typing import NDArray
 from scipy.optimize import minimize
 from scipy.stats import norm
 
-from ._features import FeatureArray, require_features
+from ._features import FeatureArray, FeatureOnly
 from .base import Estimator
 from .exceptions import FeatureFallbackWarning
 from .params import Param, with_defaults
@@ -244,7 +244,7 @@ def _fit_softmax_regression(
     return res.x.reshape(p + 1, n_classes).astype(np.float32), bool(res.success)
 
 
-class ALine(Estimator):
+class ALine(FeatureOnly, Estimator):
     r"""Agreement-on-the-line (ALine-S / ALine-D) with ``n_heads`` linear heads.
 
     .. math:: \widehat{\mathrm{acc}}_{S} = \Phi\big(\hat a\,\Phi^{-1}(\mathrm{acc}_S) +
@@ -329,12 +329,6 @@ class ALine(Estimator):
         self.agr_id_, self.pairs_ = agreement_pairs(preds)
         self.n_id_ = int(id_rows.size)
 
-    def _estimate(
-        self, target_logits: NDArray[np.float64]
-    ) -> tuple[float, NDArray[np.float64] | None, Mapping[str, Any]]:
-        # Estimator.estimate routes a feature method to _estimate_with_features; a logits-only
-        # call reaching here is the caller's error, refused as estimate() refuses it
-        raise require_features(type(self).__name__, self.name, "target_features", "estimate")
 
     def _estimate_with_features(
         self, target_logits: NDArray[np.float64], target_features: FeatureArray

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from ._features import FeatureArray, require_features
+from ._features import FeatureArray, FeatureOnly
 from ._knn import EXACT_MAX_ROWS, IVFIndex, knn_mean_distance
 from .base import Estimator
 from .params import Param
@@ -87,7 +87,7 @@ def distance_thresholds(
 
 
 @register("distcs")
-class DistCS(Estimator):
+class DistCS(FeatureOnly, Estimator):
     r"""Distance check (DistCS) around a label-free base method.
 
     .. math:: \widehat{\mathrm{acc}} = \frac{|T_\kappa|}{m}\,
@@ -221,12 +221,6 @@ class DistCS(Estimator):
         self.base_ = get_estimator(self.base, **dict(self.base_params or {}))
         self.base_.fit(val_logits, val_labels)
 
-    def _estimate(
-        self, target_logits: NDArray[np.float64]
-    ) -> tuple[float, NDArray[np.float64] | None, Mapping[str, Any]]:
-        # Estimator.estimate routes a feature method to _estimate_with_features; a logits-only
-        # call reaching here is the caller's error, refused as estimate() refuses it
-        raise require_features(type(self).__name__, self.name, "target_features", "estimate")
 
     def _estimate_with_features(
         self, target_logits: NDArray[np.float64], target_features: FeatureArray

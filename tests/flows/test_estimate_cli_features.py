@@ -9,23 +9,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import typer
-from typer.testing import CliRunner
 
 from estimators import available_estimators, get_estimator
-from flows.estimate_cli import estimate_command
 from storage.logit_files import load_feature_arrays
-
-app = typer.Typer()
-
-
-@app.callback()
-def _root() -> None:
-    """Test app: makes ``estimate`` a sub-command, as in the real CLI."""
-
-
-app.command("estimate")(estimate_command)
-runner = CliRunner()
+from tests.flows.test_estimate_cli import app, runner  # the one test app of the command
 
 
 @pytest.fixture
