@@ -7,12 +7,19 @@ Prints, for the Gaussian-like and exponential kernels:
   torch autograd;
 * estimate seconds on 100,000 target rows (target: <= 1 s);
 * the working memory of one row block and the growth of the process's peak RSS;
-* with ``--million``, a chunked estimate on 1,000,000 rows.
+* with ``--million``, a chunked estimate on 1,000,000 rows;
+* with ``--cot``, COT's fit and estimate on the same logits (POT's network simplex: CPU only,
+  whatever ``--device`` says).
+
+``--classes`` and ``--n-val`` change the problem size (the GPU comparison of issue 23 runs
+``--n-val 100000 --classes 100``; the margin grows with the class count so the logits stay about
+as accurate).
 
 The logits are synthetic (10 Gaussian classes with a margin, about 85% accurate); no dataset is
 read. Run::
 
     python benchmarks/bench_alsa.py --threads 2 [--million] [--device cpu|cuda|auto]
+    python benchmarks/bench_alsa.py --device cuda --n-val 100000 --classes 100 --cot
 """
 
 from __future__ import annotations
@@ -53,14 +60,17 @@ def main() -> None:
     parser.add_argument("--million", action="store_true", help="also estimate on 1,000,000 rows")
     parser.add_argument("--n-val", type=int, default=10_000)
     parser.add_argument("--anchors", type=int, default=1_000)
+    parser.add_argument("--classes", type=int, default=10)
+    parser.add_argument("--cot", action="store_true", help="also time COT (CPU)")
     parser.add_argument(
         "--epoch-probe", type=int, default=10, help="epochs timed per gradient mode"
     )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    c = 10
-    z_val, y_val = synthetic_logits(args.n_val, c, seed=0)
-    z_t, _ = synthetic_logits(100_000, c, seed=1, margin=1.6)
+    c = args.classes
+    boost = 0.5 * float(np.log(c / 10)) if c > 10 else 0.0  # accuracy near c = 10
+    z_val, y_val = synthetic_logits(args.n_val, c, seed=0, margin=2.2 + boost)
+    z_t, _ = synthetic_logits(100_000, c, seed=1, margin=1.6 + boost)
     print(
         f"# torch {torch.__version__}, threads={torch.get_num_threads()}, device={args.device}, "
         f"n_val={args.n_val}, c={c}, k={args.anchors}, "
@@ -116,6 +126,16 @@ def main() -> None:
                 f"(the input alone is {z_m.nbytes / 2**20:.0f} MiB float64)"
             )
             del z_m
+    if args.cot:
+        cot = get_estimator("cot")
+        t0 = time.perf_counter()
+        cot.fit(z_val, y_val)
+        fit_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        res = cot.estimate(z_t)
+        print(f"cot: fit {fit_s:.2f} s; estimate 100,000 rows x {c} classes "
+              f"{time.perf_counter() - t0:.2f} s (acc {res.accuracy:.3f}; POT network simplex "
+              "on the CPU)")
     chunk = _auto_chunk(args.anchors, None, "cuda" if args.device.startswith("cuda") else "cpu")
     block_mib = 3 * chunk * args.anchors * 4 / 2**20
     print(

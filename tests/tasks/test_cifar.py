@@ -232,6 +232,62 @@ def test_to_inputs_normalises_per_channel() -> None:
         cifar.cifar100_inputs(images.astype(np.float32))
 
 
+@pytest.mark.parametrize("fn", [cifar.cifar10_inputs, cifar.cifar100_inputs],
+                         ids=["cifar10", "cifar100"])
+def test_the_torch_twin_of_to_inputs_is_equal_bit_for_bit(fn) -> None:
+    # every uint8 value in every channel, plus random rows: the CUDA path of the image adapter
+    # converts with on_device, so its inputs must be exactly the CPU conversion's
+    ramp = np.broadcast_to(np.arange(256, dtype=np.uint8)[:, None, None, None], (256, 32, 32, 3))
+    images = np.concatenate([ramp, _images(7, 3)])
+    want = fn(images)
+    got = fn.on_device(torch.from_numpy(np.ascontiguousarray(images)))
+    assert got.dtype == torch.float32 and tuple(got.shape) == want.shape
+    assert got.contiguous().numpy().view(np.uint32).tobytes() == want.view(np.uint32).tobytes()
+    with pytest.raises(ValueError, match=r"uint8 tensor of shape \(n, 32, 32, 3\); got dtype "
+                                         r"torch.float32, shape \(2, 32, 32, 3\)"):
+        fn.on_device(torch.zeros(2, 32, 32, 3))
+
+
+def test_the_image_adapter_converts_on_the_device_only_on_cuda(monkeypatch) -> None:
+    # CPU batches keep the CPU conversion (the stored logits of every CPU run are unchanged);
+    # a CUDA batch of a dataset with an on_device twin is sent as uint8 and converted there
+    from tasks.models.modalities import image
+
+    calls: list[tuple[str, object]] = []
+    spec = next(s for s in cifar.SPECS if s.name == "cifar10")
+
+    class _Spy:
+        def __call__(self, x):
+            calls.append(("cpu", x.dtype))
+            return cifar.cifar10_inputs(x)
+
+        def on_device(self, t):
+            calls.append(("device", t.dtype))
+            return cifar.cifar10_inputs.on_device(t)
+
+    spied = dataclasses.replace(spec, to_inputs=_Spy())
+    images = _images(4, 5)
+    xb = image._batch(spied, images, torch.device("cpu"))
+    assert calls == [("cpu", np.uint8)]
+    assert xb.is_contiguous(memory_format=torch.channels_last)
+    np.testing.assert_array_equal(xb.numpy(), cifar.cifar10_inputs(images))
+    calls.clear()
+    moved: list[torch.device] = []
+    real_to = torch.Tensor.to
+
+    def fake_to(self, *args, **kwargs):  # stands in for the copy to a GPU this machine lacks
+        if args and isinstance(args[0], torch.device) and args[0].type == "cuda":
+            moved.append(args[0])
+            return self
+        return real_to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", fake_to)
+    xb = image._batch(spied, images, torch.device("cuda"))
+    assert calls == [("device", torch.uint8)] and moved == [torch.device("cuda")]
+    assert xb.is_contiguous(memory_format=torch.channels_last)
+    np.testing.assert_array_equal(xb.numpy(), cifar.cifar10_inputs(images))
+
+
 class _Evil:
     def __reduce__(self):  # noqa: ANN204
         return (os.system, (f"touch {self.flag}",))

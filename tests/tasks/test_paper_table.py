@@ -143,7 +143,7 @@ def test_section_lists_a_further_online_image_dataset(monkeypatch):
 
 def test_cost_table_lists_every_online_suite_with_measured_or_not_run_stages() -> None:
     from tasks.data.datasets import DATASETS
-    from tasks.report.paper_table import DRY_RUNS, cost_table, reproduce_section
+    from tasks.report.paper_table import DRY_RUNS, GPU_RUNS, cost_table, reproduce_section
 
     online_suites = {spec.suite for spec in DATASETS.values() if spec.online}
     assert {row[0] for row in DRY_RUNS} == online_suites
@@ -156,4 +156,11 @@ def test_cost_table_lists_every_online_suite_with_measured_or_not_run_stages() -
         assert rss.split()[1] == "GiB"
     table = "\n".join(cost_table())
     assert table.count("| not measured | not measured |") == len(DRY_RUNS)
+    for suite, (recipe, stages, rss) in GPU_RUNS.items():
+        assert suite in online_suites
+        seconds = [float(x) for x in stages.split(" / ")]
+        assert len(seconds) == 5 and all(s >= 0 for s in seconds)
+        assert f"| `{suite}` |" in table and f"| {recipe}, {stages}, {rss} |" in table
+    assert table.count("| not run | not measured | not measured |") == len(
+        [row for row in DRY_RUNS if row[0] not in GPU_RUNS])
     assert "### What the protocol costs" in reproduce_section()

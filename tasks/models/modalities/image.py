@@ -85,11 +85,30 @@ def _inputs(spec: Any, samples: np.ndarray) -> np.ndarray:
 
 
 def _to_device(x: np.ndarray, device: torch.device, fmt: torch.memory_format) -> torch.Tensor:
-    """A converted batch on ``device``: pinned and non-blocking on CUDA, a plain view on CPU."""
-    batch = torch.from_numpy(np.ascontiguousarray(x))
-    if device.type == "cuda":
-        return batch.pin_memory().to(device, memory_format=fmt, non_blocking=True)
-    return batch.to(device, memory_format=fmt)
+    """A converted batch on ``device`` (a plain view on CPU).
+
+    Not pinned: pinning allocates page-locked memory for every batch, which cost 1.5 s per 100,000
+    CIFAR rows on an H100 machine against 0.15 s for the plain (pageable) copy
+    (``benchmarks/bench_gpu.py cifar-extract``, docs/PERFORMANCE.md).
+    """
+    return torch.from_numpy(np.ascontiguousarray(x)).to(device, memory_format=fmt)
+
+
+def _batch(spec: Any, samples: np.ndarray, device: torch.device) -> torch.Tensor:
+    """One batch of model inputs on ``device``, channels-last when it is a batch of images.
+
+    On CUDA, a dataset whose ``to_inputs`` has an ``on_device`` twin (CIFAR's
+    :func:`tasks.data.datasets.cifar.cifar10_inputs`: the same float32 operations in torch, equal
+    bit for bit) sends its raw ``uint8`` rows, a quarter of the float32 bytes, and converts them
+    on the device: converting on the CPU held the extract stage at 10 % of an H100's forward
+    throughput (docs/PERFORMANCE.md). Everywhere else the batch is converted on the CPU.
+    """
+    on_device = getattr(getattr(spec, "to_inputs", None), "on_device", None)
+    if device.type == "cuda" and on_device is not None:
+        x: torch.Tensor = on_device(torch.from_numpy(np.ascontiguousarray(samples)).to(device))
+        return x.contiguous(memory_format=_memory_format(x.ndim))
+    converted = _inputs(spec, samples)
+    return _to_device(converted, device, _memory_format(converted.ndim))
 
 
 class _Indices(Dataset):
@@ -176,10 +195,9 @@ def predict_samples(
         step = eval_rows(spec, samples, batch_size)
         starts = range(0, samples.shape[0], step)
         for start in show_progress(starts, desc="predict", unit="batch", leave=False):
-            x = _inputs(spec, samples[start : start + step])
-            fmt = _memory_format(x.ndim)
-            model.to(memory_format=fmt)
-            chunks.append(model(_to_device(x, device, fmt)).float().cpu().numpy())
+            xb = _batch(spec, samples[start : start + step], device)
+            model.to(memory_format=_memory_format(xb.ndim))
+            chunks.append(model(xb).float().cpu().numpy())
         if not chunks:  # no rows: one empty forward pass gives the right width
             empty = torch.from_numpy(np.ascontiguousarray(_inputs(spec, samples[:0])))
             return model(empty.to(device)).float().cpu().numpy()
@@ -286,7 +304,7 @@ class ImageAdapter(ModalityAdapter):
                                 leave=False, enabled=progress)
             for idx in bar:
                 rows = idx.numpy()
-                xb = _to_device(_inputs(spec, x_raw[rows]), device, fmt)
+                xb = _batch(spec, x_raw[rows], device)
                 yb = torch.from_numpy(y_all[rows]).to(device, non_blocking=device.type == "cuda")
                 optimizer.zero_grad(set_to_none=True)
                 loss = loss_fn(model(xb), yb)
