@@ -28,7 +28,9 @@ Two parts, each printing one table (and writing it as JSON with ``--json FILE``)
 ``imagenet-extract``
     The imagenet suite's extract path on a generated release (``synth_release.py imagenet``):
     the pipeline's :func:`tasks.models.modalities.image.predict_samples` with the loader's own
-    JPEG decoding (:func:`tasks.data.datasets.imagenet.to_inputs_for`, one process) on each
+    JPEG decoding (:func:`tasks.data.datasets.imagenet.to_inputs_for`; in
+    :func:`tasks.runtime.loader.loader_workers` processes: ``$ALSA_BENCH_LOADER_WORKERS``, none
+    by default) on each
     pretrained architecture **with random weights** (the published weights cannot be fetched
     offline; the compute per image is the same), against the pure forward pass on inputs already
     on the device and the decoding rate of 1 and ``--workers`` processes.
@@ -282,12 +284,15 @@ def bench_imagenet_extract(args: argparse.Namespace, device: torch.device) -> li
 
     from tasks.data.datasets.imagenet import read_imagenet_val, to_inputs_for
     from tasks.data.pretrained_weights import WEIGHTS
+    from tasks.runtime.loader import loader_workers
 
+    used = loader_workers()
     paths, _ = read_imagenet_val(args.root)
     rng = np.random.default_rng(0)
     paths = paths[rng.permutation(paths.shape[0])[: args.rows]]
     print(f"# {paths.shape[0]} ImageNet validation JPEGs from {args.root} "
-          "(generated release), random weights", flush=True)
+          f"(generated release), random weights; the extract decodes in {used} worker "
+          "processes (0: in this process)", flush=True)
     rows = []
     for name in args.backbones:
         spec = argparse.Namespace(to_inputs=to_inputs_for(name))
@@ -326,12 +331,13 @@ def bench_imagenet_extract(args: argparse.Namespace, device: torch.device) -> li
             decode_w = done / (time.perf_counter() - t0)
         rows.append({"backbone": name, "forward_img_s": forward, "extract_img_s": extract,
                      "decode_1_img_s": decode_1, "decode_workers_img_s": decode_w,
-                     "workers": args.workers, "extract_util_pct": util.mean})
+                     "workers": args.workers, "extract_util_pct": util.mean,
+                     "loader_workers": used})
         print(f"{name}: pure forward {forward:,.0f} img/s; extract through the loader "
               f"{extract:,.0f} img/s (GPU util {_fmt(util.mean, '.0f')} %); decoding 1 process "
               f"{decode_1:,.0f} img/s, {args.workers} processes {decode_w:,.0f} img/s",
               flush=True)
-    print("\n| backbone | pure forward img/s | extract img/s (1 decoding process) | ratio | "
+    print(f"\n| backbone | pure forward img/s | extract img/s ({used} loader workers) | ratio | "
           f"decode img/s, 1 / {args.workers} processes | GPU util % during extract |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:

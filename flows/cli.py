@@ -142,6 +142,9 @@ def run_command(
     threads_per_task: Annotated[
         int | None, _run_option("threads_per_task")
     ] = _RUN_DEFAULTS["threads_per_task"],
+    loader_workers: Annotated[
+        int | None, _run_option("loader_workers")
+    ] = _RUN_DEFAULTS["loader_workers"],
     wait: Annotated[float, _run_option("wait")] = _RUN_DEFAULTS["wait"],
     out: Annotated[Path | None, _run_option("out")] = _RUN_DEFAULTS["out"],
 ) -> None:
@@ -158,6 +161,10 @@ def run_command(
            user_errors=(ValueError, FileNotFoundError))
     seed_arg = _guard(options.seed_selection, user_errors=(ValueError,))
     _set_reports_dir(options.out)
+    if options.loader_workers is not None:  # read by the image adapter, inherited by Dask workers
+        from tasks.runtime.loader import LOADER_WORKERS_ENV
+
+        os.environ[LOADER_WORKERS_ENV] = str(options.loader_workers)
     # the folder is ours, and its database whole, before Prefect is configured or imported: a
     # busy folder or a damaged file answers in one line at once, and nothing is written
     with _state_lock(options.wait, "alsa-bench run"):

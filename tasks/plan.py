@@ -175,6 +175,10 @@ class RunOptions:
     threads_per_task: int | None = _option(
         None, f"Torch threads of each task (default: CPU cores / workers). {_CORES_NOTE}",
         "--threads-per-task", min=1)
+    loader_workers: int | None = _option(
+        None, "Processes that decode image files during inference (photo datasets; default 0: "
+        "in the task's own process). Never changes a number.", "--loader-workers",
+        flow=False, min=0)
     wait: float = _option(
         0, "If another alsa-bench command is using the state folder, wait up to this long for "
         "it (0: fail at once).", "--wait", flow=False, metavar="SECONDS", min=0)

@@ -14,8 +14,15 @@ A ``DataLoader`` over the sample *indices* (no worker processes, ``shuffle=True`
 selects raw samples, which ``to_inputs`` converts. The order is exactly that of a loader over the
 converted tensors (same sampler, same generator draws), so weights trained here are bit-identical
 to those of converting the whole split first. Image batches are channels-last (oneDNN
-convolutions run 1.2-2.5x faster on the CPU that way). On CUDA, batches are copied from pinned
-memory without blocking.
+convolutions run 1.2-2.5x faster on the CPU that way). On CUDA, a dataset whose ``to_inputs``
+has an ``on_device`` twin (CIFAR) sends raw ``uint8`` rows and converts them on the GPU, equal
+bit for bit; other batches are converted on the CPU and copied (not pinned: pinning every batch
+cost more than the copy).
+
+Inference over file paths (photos) can decode in worker processes
+(:mod:`tasks.runtime.loader`: ``--loader-workers``, none by default): chunks of :data:`DECODE_CHUNK_ROWS` rows are decoded by a forkserver's
+process pool and put back together into the same batches, in the same order, so the logits are
+those of decoding in this process.
 
 Recipes (``recipe.optimizer``)
 ------------------------------
@@ -40,6 +47,10 @@ from __future__ import annotations
 
 import copy
 import logging
+import multiprocessing
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Final
 
 import numpy as np
@@ -48,6 +59,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tasks.models.backbones.base import BackboneSpec
 from tasks.models.modalities.base import FitReport, ModalityAdapter
+from tasks.runtime.loader import convert_chunk, loader_workers
 from tasks.runtime.progress import progress as show_progress
 
 __all__ = ["ADAPTER", "EVAL_MAX_VALUES", "OPTIMIZERS", "SGD_STEP_EPOCHS", "ImageAdapter",
@@ -109,6 +121,68 @@ def _batch(spec: Any, samples: np.ndarray, device: torch.device) -> torch.Tensor
         return x.contiguous(memory_format=_memory_format(x.ndim))
     converted = _inputs(spec, samples)
     return _to_device(converted, device, _memory_format(converted.ndim))
+
+
+#: Rows one decoding process converts at a time when decoding runs in worker processes
+#: (:func:`_decoded_batches`): small, so the prefetched chunks of 8 workers hold about 300 MB of
+#: 224-pixel inputs, whatever the batch size.
+DECODE_CHUNK_ROWS: Final[int] = 32
+
+
+class _Chunks:
+    """Chunks of at most :data:`DECODE_CHUNK_ROWS` rows that never straddle a forward batch:
+    ``bounds[i]`` is ``(batch index, first row, end row)``."""
+
+    def __init__(self, samples: np.ndarray, step: int) -> None:
+        n = samples.shape[0]
+        self.bounds = [
+            (start // step, c, min(c + DECODE_CHUNK_ROWS, start + step, n))
+            for start in range(0, n, step)
+            for c in range(start, min(start + step, n), DECODE_CHUNK_ROWS)
+        ]
+
+
+def _decoded_batches(spec: Any, samples: np.ndarray, step: int,
+                     workers: int) -> Iterator[np.ndarray]:
+    """The converted batches of ``step`` rows, in order, decoded by ``workers`` processes.
+
+    Each batch is the concatenation of its chunks in row order, so it is the array
+    ``_inputs(spec, samples[start:start + step])`` would give (the conversion is per row). The
+    processes come from a forkserver (no fork of the multi-threaded flow process); at most
+    ``2 * workers`` chunks are in flight, so memory stays bounded whatever the split's size.
+    """
+    bounds = _Chunks(samples, step).bounds
+    to_inputs = spec.to_inputs
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        window: deque[tuple[int, Future[np.ndarray]]] = deque()
+        upcoming = iter(bounds)
+
+        def submit() -> None:
+            nxt = next(upcoming, None)
+            if nxt is not None:
+                batch, lo, hi = nxt
+                window.append((batch, pool.submit(convert_chunk, to_inputs, samples[lo:hi])))
+
+        for _ in range(2 * workers):
+            submit()
+        pending: list[np.ndarray] = []
+        current = 0
+        while window:
+            batch, future = window.popleft()
+            submit()
+            rows = future.result()
+            if batch != current:
+                yield np.concatenate(pending)
+                pending, current = [], batch
+            pending.append(rows)
+        if pending:
+            yield np.concatenate(pending)
+
+
+def _decodes_files(spec: Any, samples: np.ndarray) -> bool:
+    """Whether a pass converts file paths (photos): the samples are strings or objects."""
+    return getattr(spec, "to_inputs", None) is not None and samples.dtype.kind in "OUS"
 
 
 class _Indices(Dataset):
@@ -194,7 +268,15 @@ def predict_samples(
     with torch.inference_mode():
         step = eval_rows(spec, samples, batch_size)
         starts = range(0, samples.shape[0], step)
-        for start in show_progress(starts, desc="predict", unit="batch", leave=False):
+        workers = loader_workers() if _decodes_files(spec, samples) else 0
+        if workers and len(starts) > 0:
+            for x in show_progress(_decoded_batches(spec, samples, step, workers),
+                                   desc="predict", unit="batch", leave=False, total=len(starts)):
+                xb = _to_device(x, device, _memory_format(x.ndim))
+                model.to(memory_format=_memory_format(xb.ndim))
+                chunks.append(model(xb).float().cpu().numpy())
+        for start in show_progress([] if workers else starts, desc="predict", unit="batch",
+                                   leave=False):
             xb = _batch(spec, samples[start : start + step], device)
             model.to(memory_format=_memory_format(xb.ndim))
             chunks.append(model(xb).float().cpu().numpy())
