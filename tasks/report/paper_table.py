@@ -397,7 +397,9 @@ def _dataset_block(dataset: str, rows: pd.DataFrame | None) -> list[str]:
 DRY_RUNS: Final[tuple[tuple[str, str, str, str, str, str], ...]] = (
     ("cifar10", "resnet18, 1 epoch", "0.3 / 267.7 / 681.2 / 47.9 / 3.1", "4.44 GiB",
      "124 MB + 30 MB shift cache", "extract (970,667 rows, 1,425 img/s)"),
-    ("cifar100", "—", "not run", "—", "—", "—"),
+    ("cifar100", "resnet18, 1 epoch (quiet machine, with features)",
+     "0.3 / 36.6 / 298.0 / 145.4 / 8.9", "4.61 GiB", "1.70 GB (0.95 GB of it features)",
+     "extract (966,666 rows, 3,244 img/s)"),
     ("amazon-wilds", "distilbert", "not run (no DistilBERT weights offline)", "—", "—", "—"),
     ("waterbirds", "resnet18, 1 epoch", "1.8 / 550.0 / 374.8 / 3.4 / 1.5", "9.03 GiB (train)",
      "49 MB", "train"),
