@@ -143,7 +143,13 @@ def test_section_lists_a_further_online_image_dataset(monkeypatch):
 
 def test_cost_table_lists_every_online_suite_with_measured_or_not_run_stages() -> None:
     from tasks.data.datasets import DATASETS
-    from tasks.report.paper_table import DRY_RUNS, GPU_RUNS, cost_table, reproduce_section
+    from tasks.report.paper_table import (
+        DRY_RUNS,
+        GPU_RUNS,
+        PROTOCOL_RUNS_2CORES,
+        cost_table,
+        reproduce_section,
+    )
 
     online_suites = {spec.suite for spec in DATASETS.values() if spec.online}
     assert {row[0] for row in DRY_RUNS} == online_suites
@@ -155,12 +161,15 @@ def test_cost_table_lists_every_online_suite_with_measured_or_not_run_stages() -
         assert len(seconds) == 5 and all(s >= 0 for s in seconds)
         assert rss.split()[1] == "GiB"
     table = "\n".join(cost_table())
-    assert table.count("| not measured | not measured |") == len(DRY_RUNS)
+    assert table.count("| not measured | not measured |") == len(
+        [row for row in DRY_RUNS if row[0] not in PROTOCOL_RUNS_2CORES])
+    for suite, cell in PROTOCOL_RUNS_2CORES.items():
+        assert suite in online_suites and f"| {cell} | not measured |" in table
     for suite, (recipe, stages, rss) in GPU_RUNS.items():
         assert suite in online_suites
         seconds = [float(x) for x in stages.split(" / ")]
         assert len(seconds) == 5 and all(s >= 0 for s in seconds)
         assert f"| `{suite}` |" in table and f"| {recipe}, {stages}, {rss} |" in table
     assert table.count("| not run | not measured | not measured |") == len(
-        [row for row in DRY_RUNS if row[0] not in GPU_RUNS])
+        [row for row in DRY_RUNS if row[0] not in GPU_RUNS and row[0] not in PROTOCOL_RUNS_2CORES])
     assert "### What the protocol costs" in reproduce_section()
