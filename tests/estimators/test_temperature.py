@@ -135,3 +135,46 @@ def test_bad_inputs_name_the_argument():
         fit_temperature(np.zeros((2, 2)), [0, 2])
     with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
         temperature_nll(np.zeros((2, 2)), [0, 1], -1.0)
+
+
+def test_a_validation_set_is_solved_once_and_the_answer_is_the_same(monkeypatch) -> None:
+    # the softmax methods and the shift signals all fit the same temperature on one validation
+    # set: the second fit costs a hash, and gives exactly what solving again would
+    from estimators import temperature
+
+    monkeypatch.setattr(temperature, "_SOLVED", type(temperature._SOLVED)())
+    calls: list[int] = []
+    solve = temperature._solve_temperature
+
+    def counted(*args):
+        calls.append(1)
+        return solve(*args)
+
+    monkeypatch.setattr(temperature, "_solve_temperature", counted)
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, 4, 500)
+    z = rng.normal(size=(500, 4)) + 2.0 * np.eye(4)[y]
+    first = temperature._fit_temperature(z, y, temperature.DEFAULT_BOUNDS)
+    again = temperature._fit_temperature(z.copy(), y.copy(), temperature.DEFAULT_BOUNDS)
+    assert again == first and len(calls) == 1  # same bytes in new arrays: remembered
+    assert again == solve(z, y, temperature.DEFAULT_BOUNDS)[0]
+    z2 = z.copy()
+    z2[0, 0] += 1e-9
+    temperature._fit_temperature(z2, y, temperature.DEFAULT_BOUNDS)
+    temperature._fit_temperature(z, y, (0.5, 2.0))
+    assert len(calls) == 3  # other bytes, other bounds: solved
+    for i in range(temperature._SOLVED_SIZE + 2):  # only the most recent sets are kept
+        temperature._fit_temperature(z + i, y, temperature.DEFAULT_BOUNDS)
+    assert len(temperature._SOLVED) == temperature._SOLVED_SIZE
+
+
+def test_a_remembered_bound_still_warns(monkeypatch) -> None:
+    from estimators import temperature
+
+    monkeypatch.setattr(temperature, "_SOLVED", type(temperature._SOLVED)())
+    y = np.arange(60) % 3
+    z = 50.0 * np.eye(3)[y]  # separable: the NLL keeps falling to the lower bound
+    for _ in range(2):
+        with pytest.warns(TemperatureBoundWarning, match="lower bound"):
+            assert temperature._fit_temperature(z, y, (0.05, 100.0)) == 0.05
+    assert len(temperature._SOLVED) == 1
