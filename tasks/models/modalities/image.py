@@ -20,9 +20,9 @@ bit for bit; other batches are converted on the CPU and copied (not pinned: pinn
 cost more than the copy).
 
 Inference over file paths (photos) can decode in worker processes
-(:mod:`tasks.runtime.loader`: ``--loader-workers``, none by default): chunks of :data:`DECODE_CHUNK_ROWS` rows are decoded by a forkserver's
-process pool and put back together into the same batches, in the same order, so the logits are
-those of decoding in this process.
+(:mod:`tasks.runtime.loader`: ``--loader-workers``, none by default): chunks of
+:data:`DECODE_CHUNK_ROWS` rows are decoded by a forkserver's process pool and put back together
+into the same batches, in the same order, so the logits are those of decoding in this process.
 
 Recipes (``recipe.optimizer``)
 ------------------------------
@@ -269,15 +269,14 @@ def predict_samples(
         step = eval_rows(spec, samples, batch_size)
         starts = range(0, samples.shape[0], step)
         workers = loader_workers() if _decodes_files(spec, samples) else 0
-        if workers and len(starts) > 0:
-            for x in show_progress(_decoded_batches(spec, samples, step, workers),
-                                   desc="predict", unit="batch", leave=False, total=len(starts)):
-                xb = _to_device(x, device, _memory_format(x.ndim))
-                model.to(memory_format=_memory_format(xb.ndim))
-                chunks.append(model(xb).float().cpu().numpy())
-        for start in show_progress([] if workers else starts, desc="predict", unit="batch",
-                                   leave=False):
-            xb = _batch(spec, samples[start : start + step], device)
+        batches: Iterator[torch.Tensor] = (
+            (_to_device(x, device, _memory_format(x.ndim))
+             for x in _decoded_batches(spec, samples, step, workers))
+            if workers and len(starts) > 0
+            else (_batch(spec, samples[start : start + step], device) for start in starts)
+        )
+        for xb in show_progress(batches, desc="predict", unit="batch", leave=False,
+                                total=len(starts)):
             model.to(memory_format=_memory_format(xb.ndim))
             chunks.append(model(xb).float().cpu().numpy())
         if not chunks:  # no rows: one empty forward pass gives the right width
