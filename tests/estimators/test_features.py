@@ -30,7 +30,7 @@ from estimators import (
     get_estimator,
     score_estimators,
 )
-from estimators._knn import IVFIndex, knn_mean_distance
+from estimators._knn import IVFIndex, knn_mean_distance, smallest_k
 from estimators.aline import LinearHeads, agreement_pairs, aline_solve
 from estimators.dispersion import dispersion_score
 
@@ -271,6 +271,18 @@ def test_exact_knn_matches_brute_force_in_tiny_blocks():
     got_self = knn_mean_distance(ref[:50], ref, 4, exclude_self=True)
     np.testing.assert_allclose(got_self, _brute_mean_knn(ref[:50], ref, 4, True), rtol=1e-4,
                                atol=1e-3)
+
+
+@pytest.mark.parametrize("n, k", [(1000, 25), (1007, 25), (3215, 7), (640, 20), (64, 3)])
+def test_smallest_k_two_level_selection_is_exact(n, k):
+    # heavy ties (integers) and a column count that does not divide into the 16 slices
+    rng = np.random.default_rng(n)
+    d2 = rng.integers(0, 40, size=(57, n)).astype(np.float32)
+    d2[3] = 7.0                                   # a constant row
+    d2[5, -3:] = -1.0                             # the smallest values in the remainder
+    want = np.sort(d2, axis=1)[:, :k]
+    np.testing.assert_array_equal(smallest_k(d2, k, sort=True), want)
+    np.testing.assert_array_equal(np.sort(smallest_k(d2, k), axis=1), want)
 
 
 def test_ivf_probing_every_list_is_exact_and_fewer_only_overestimates():

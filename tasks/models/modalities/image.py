@@ -59,6 +59,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tasks.models.backbones.base import BackboneSpec
 from tasks.models.modalities.base import FitReport, ModalityAdapter
+from tasks.runtime.allocator import LARGE_BATCH_BYTES, map_large_blocks
 from tasks.runtime.loader import convert_chunk, loader_workers
 from tasks.runtime.progress import progress as show_progress
 
@@ -180,6 +181,19 @@ def _decoded_batches(spec: Any, samples: np.ndarray, step: int,
             yield np.concatenate(pending)
 
 
+def _large_batches_mapped(first: np.ndarray, rows: int, device: torch.device) -> bool:
+    """Switch glibc to :func:`~tasks.runtime.allocator.map_large_blocks` when batches of ``rows``
+    inputs like ``first`` (one converted row) reach :data:`LARGE_BATCH_BYTES` on the CPU.
+
+    With the heap kept (:func:`~tasks.runtime.allocator.keep_freed_memory`, every stage's
+    default) a ResNet18 step on 200 photos of 224 pixels fragments the heap: Waterbirds' train
+    stage peaked at 8.2-9.0 GiB instead of 5.3 (``docs/PERFORMANCE.md``). Results are unchanged.
+    """
+    if device.type != "cpu" or rows * int(first.nbytes) < LARGE_BATCH_BYTES:
+        return False
+    return map_large_blocks()
+
+
 def _decodes_files(spec: Any, samples: np.ndarray) -> bool:
     """Whether a pass converts file paths (photos): the samples are strings or objects."""
     return getattr(spec, "to_inputs", None) is not None and samples.dtype.kind in "OUS"
@@ -198,16 +212,20 @@ class _Indices(Dataset):
         return i
 
 
-def eval_rows(spec: Any, samples: np.ndarray, batch_size: int) -> int:
+def eval_rows(spec: Any, samples: np.ndarray, batch_size: int, *,
+              first: np.ndarray | None = None) -> int:
     """Rows per inference forward pass: ``batch_size``, cut so one batch holds at most
     :data:`EVAL_MAX_VALUES` input values (at least one row).
 
     The size of one model input is read by converting the first sample alone (one photo decode
-    for file-path samples); no rows means ``batch_size``.
+    for file-path samples) unless ``first``, that conversion, is given; no rows means
+    ``batch_size``.
     """
     if samples.shape[0] == 0:
         return batch_size
-    per_row = max(1, int(np.asarray(_inputs(spec, samples[:1])).size))
+    if first is None:
+        first = _inputs(spec, samples[:1])
+    per_row = max(1, int(np.asarray(first).size))
     return max(1, min(batch_size, EVAL_MAX_VALUES // per_row))
 
 
@@ -266,7 +284,10 @@ def predict_samples(
     model.eval()
     chunks = []
     with torch.inference_mode():
-        step = eval_rows(spec, samples, batch_size)
+        first = _inputs(spec, samples[:1]) if samples.shape[0] else None
+        step = eval_rows(spec, samples, batch_size, first=first)
+        if first is not None:
+            _large_batches_mapped(first, step, device)
         starts = range(0, samples.shape[0], step)
         workers = loader_workers() if _decodes_files(spec, samples) else 0
         batches: Iterator[torch.Tensor] = (
@@ -357,7 +378,9 @@ class ImageAdapter(ModalityAdapter):
         if x_raw.shape[0] != y_all.shape[0] or x_raw.shape[0] == 0:
             raise ValueError(f"train must hold as many labels as samples, at least one; got "
                              f"{x_raw.shape[0]} samples and {y_all.shape[0]} labels.")
-        fmt = _memory_format(_inputs(spec, x_raw[:1]).ndim)
+        first = _inputs(spec, x_raw[:1])
+        fmt = _memory_format(first.ndim)
+        _large_batches_mapped(first, recipe.batch_size, device)
         model.to(device, memory_format=fmt)
         loader = DataLoader(
             _Indices(int(x_raw.shape[0])),
