@@ -34,7 +34,8 @@ from numpy.typing import NDArray
 
 from .shift_band import group_weights
 
-__all__ = ["BASE_PREFERENCE", "LAMBDAS", "STACK_SIGNALS", "StackModel", "fit_stack",
+__all__ = ["BASE_PREFERENCE", "LAMBDAS", "STACK_SIGNALS", "StackModel", "fit_correction",
+           "fit_stack",
            "stack_features"]
 
 #: The base method: the first of these among the members.
@@ -159,6 +160,48 @@ def _regret(pred: NDArray[np.float64], truth: NDArray[np.float64],
     return max(float(np.mean(np.abs(pred - truth))) - best, 0.0)
 
 
+def fit_correction(
+    z: NDArray[np.float64],
+    base: NDArray[np.float64],
+    truth: NDArray[np.float64],
+    groups: NDArray[Any],
+    estimates: Mapping[str, Any],
+    members: Sequence[str],
+    *,
+    lambdas: Sequence[float] = LAMBDAS,
+) -> tuple[NDArray[np.float64], float]:
+    """:math:`\beta` and :math:`\lambda` of the ridge correction for given features ``z``
+    (:func:`fit_stack`'s core; ``benchmarks/auto_feature_signals.py`` appends columns to
+    :func:`stack_features`' and calls it).
+
+    :math:`\lambda` minimises the mean over the datasets of ``groups``, each left out in turn,
+    of how far the corrected estimate's MAE is above the best member's; :math:`\beta` is then
+    fit on every row.
+
+    Returns
+    -------
+    coef : ndarray of shape (z.shape[1],)
+    penalty : float
+    """
+    g = np.asarray(groups)
+    est: dict[str, NDArray[np.float64]] = {
+        m: np.atleast_1d(np.asarray(estimates[m], dtype=np.float64)) for m in members}
+    weights = group_weights(g)
+    target = truth - base
+    scores = []
+    for lam in lambdas:
+        regrets = []
+        for name in np.unique(g):
+            held = g == name
+            coef = _ridge(z[~held], target[~held], weights[~held], lam)
+            pred = np.clip(base[held] + z[held] @ coef, 0.0, 1.0)
+            regrets.append(_regret(pred, truth[held], {m: v[held] for m, v in est.items()},
+                                   members))
+        scores.append(float(np.mean(regrets)))
+    penalty = float(lambdas[int(np.argmin(scores))])
+    return _ridge(z, target, weights, penalty), penalty
+
+
 def fit_stack(
     signals: Mapping[str, Any],
     estimates: Mapping[str, Any],
@@ -196,20 +239,6 @@ def fit_stack(
             f"chosen leave-one-dataset-out); got {len(names)}."
         )
     z, base = stack_features(signals, estimates, members)
-    est: dict[str, NDArray[np.float64]] = {
-        m: np.atleast_1d(np.asarray(estimates[m], dtype=np.float64)) for m in members}
-    weights = group_weights(g)
-    target = y - base
-    scores = []
-    for lam in lambdas:
-        regrets = []
-        for name in names:
-            held = g == name
-            coef = _ridge(z[~held], target[~held], weights[~held], lam)
-            pred = np.clip(base[held] + z[held] @ coef, 0.0, 1.0)
-            regrets.append(_regret(pred, y[held], {m: v[held] for m, v in est.items()}, members))
-        scores.append(float(np.mean(regrets)))
-    penalty = float(lambdas[int(np.argmin(scores))])
-    coef = _ridge(z, target, weights, penalty)
+    coef, penalty = fit_correction(z, base, y, g, estimates, members, lambdas=lambdas)
     return StackModel(members, base_method(members), tuple(coef.tolist()), penalty, int(len(y)),
                       int(len(names)))
