@@ -11,9 +11,9 @@ on ``arxiv-sim`` about 2 s -> 0.2 s.
 :func:`keep_freed_memory` tells glibc to serve large blocks from the heap (``M_MMAP_MAX = 0``),
 to keep up to 1 GiB of freed memory instead of trimming it (``M_TRIM_THRESHOLD``), and to grow
 the heap 256 MiB at a time (``M_TOP_PAD``). It changes no result (allocation never changes
-arithmetic), only how long the page faults take. The setting lasts for the rest of the process
-(in ``alsa-bench run``: every later stage and suite of that run); the price is up to 1 GiB of
-freed memory kept for reuse instead of returned to the system. On a C library without
+arithmetic), only how long the page faults take. The setting is process-wide and lasts until the
+other policy below is applied (every stage applies this one when it starts); the price is up to
+1 GiB of freed memory kept for reuse instead of returned to the system. On a C library without
 ``mallopt`` (macOS, musl) it does nothing.
 
 The heap is the wrong place for a *large, varied* working set: a ResNet18 training step on 200
