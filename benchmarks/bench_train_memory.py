@@ -43,10 +43,10 @@ def main() -> None:
     from tasks.stages.train import train_classifier
 
     if args.no_heap_tuning:
-        import tasks.runtime.allocator as allocator
+        from tasks.runtime import allocator
         allocator.keep_freed_memory = lambda: False  # type: ignore[assignment]
     if args.keep_heap:
-        import tasks.models.modalities.image as image
+        from tasks.models.modalities import image
         image.map_large_blocks = lambda: False  # type: ignore[assignment]
     ref = stage_dataset(args.dataset)
     samples: list[tuple[float, float]] = []

@@ -12,8 +12,8 @@ with :math:`r_{(j)}(x)` the :math:`j`-th nearest reference row.
   :math:`\lVert x\rVert^2 + \lVert r\rVert^2 - 2x^\top r` of one block of queries against the
   whole reference set come from one float32 matrix product, whose block height keeps the
   distance matrix under ``block_bytes`` (16 MiB by default); the :math:`k` smallest per row are
-  selected (a two-level ``torch.topk`` where torch is installed, else ``numpy.partition``). Memory is
-  :math:`O(\text{block} \times |R|)` whatever the number of queries.
+  selected (a two-level ``torch.topk`` where torch is installed, else ``numpy.partition``).
+  Memory is :math:`O(\text{block} \times |R|)` whatever the number of queries.
 * :class:`IVFIndex` is approximate (an inverted-file index, numpy only): k-means
   (:math:`L \approx 4\sqrt{|R|}` lists, trained on a seeded sample) partitions :math:`R`; a
   query scans the ``n_probe`` lists whose centroids are nearest. Missed neighbours can only
@@ -32,7 +32,14 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["BLOCK_BYTES", "EXACT_MAX_ROWS", "IVFIndex", "KNN_BLOCK_BYTES", "knn_mean_distance", "smallest_k"]
+__all__ = [
+    "BLOCK_BYTES",
+    "EXACT_MAX_ROWS",
+    "KNN_BLOCK_BYTES",
+    "IVFIndex",
+    "knn_mean_distance",
+    "smallest_k",
+]
 
 #: Bytes of the distance block of one pass (queries x reference rows, float32).
 BLOCK_BYTES = 64 * 2**20

@@ -170,7 +170,7 @@ def fit_correction(
     *,
     lambdas: Sequence[float] = LAMBDAS,
 ) -> tuple[NDArray[np.float64], float]:
-    """:math:`\beta` and :math:`\lambda` of the ridge correction for given features ``z``
+    r""":math:`\beta` and :math:`\lambda` of the ridge correction for given features ``z``
     (:func:`fit_stack`'s core; ``benchmarks/auto_feature_signals.py`` appends columns to
     :func:`stack_features`' and calls it).
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-import tasks.models.modalities.image as image
-import tasks.runtime.allocator as allocator
+from tasks.models.modalities import image
+from tasks.runtime import allocator
 from tasks.runtime.allocator import LARGE_BATCH_BYTES
 from tasks.stages.versions import PROJECT_ROOT
 

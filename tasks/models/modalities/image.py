@@ -57,6 +57,7 @@ import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
+
 from tasks.models.backbones.base import BackboneSpec
 from tasks.models.modalities.base import FitReport, ModalityAdapter
 from tasks.runtime.allocator import LARGE_BATCH_BYTES, map_large_blocks
