@@ -33,8 +33,8 @@ import numpy as np
 import torch
 
 from estimators import get_estimator
-from estimators.alsa import _auto_chunk, fit_alsa_anchors
-from estimators.exceptions import ConvergenceWarning
+from estimators.methods.alsa import _auto_chunk, fit_alsa_anchors
+from estimators.core.exceptions import ConvergenceWarning
 
 
 def synthetic_logits(

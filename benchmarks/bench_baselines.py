@@ -31,8 +31,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from estimators import get_estimator  # noqa: E402
-from estimators.cot import cot_accuracy  # noqa: E402
-from estimators.scores import softmax  # noqa: E402
+from estimators.methods.cot import cot_accuracy  # noqa: E402
+from estimators.maths.confidence import softmax  # noqa: E402
 
 BASELINES = ("ac", "doc", "im", "atc-mc", "atc-ne", "cot")
 #: The shift gate (opt-in): with COT as its covariate method (the default), and with AC, which

@@ -18,11 +18,25 @@ The feature methods ``distcs``, ``aline-s``, ``aline-d`` and the score ``dispers
 the classifier's penultimate-layer features (``fit(..., val_features=..., train_features=...,
 train_labels=...)``, ``estimate(..., target_features=...)``) and refuse a call without them;
 ``available_estimators(include_features=True)`` lists them (:func:`feature_estimators`).
+
+A result's ``shift_interval`` (the shift-aware band, :mod:`estimators.trust`) is computed after
+the estimate, on its first read or with ``estimate(..., band=True)``; a method that is only
+asked for its estimate pays for no band.
+
+The package is a house of layers; a module imports only from its own layer and the ones below
+(``tests/test_layers.py`` enforces it):
+
+``trust/`` (shift signals, the band, stacking, ``auto``, the calibration artifact)
+> ``methods/`` | ``scores/`` | ``features/`` (the estimators, siblings that never import each
+other) > ``maths/`` (shared maths and the softmax / score method bases) > ``core/`` (the
+contract, parameters, registry, input checks, threads).
 """
 
-from .base import AccuracyEstimate, Estimator
-from ._validation import logits_from_probabilities
-from .exceptions import (
+from .core.base import AccuracyEstimate, Estimator
+from .core._validation import logits_from_probabilities
+from .core.band_slot import install_band_function
+from .core.exceptions import (
+    CalibrationWarning,
     ConvergenceWarning,
     DegenerateValidationWarning,
     FeatureFallbackWarning,
@@ -30,7 +44,7 @@ from .exceptions import (
     NotFittedError,
     SmallSampleWarning,
 )
-from .registry import (
+from .core.registry import (
     ESTIMATORS,
     available_estimators,
     check_estimator_params,
@@ -40,23 +54,28 @@ from .registry import (
     register,
     score_estimators,
 )
-from .params import Param
-from .score_map import ScoreEstimator, ScoreMap, leave_one_group_out
+from .core.params import Param
+from .maths.score_map import ScoreEstimator, ScoreMap, leave_one_group_out
 
 # Importing the method modules registers them, in the order of the contract's key list.
-from . import baselines as _baselines  # noqa: E402,F401  (ac, doc, im, atc-mc, atc-ne, cot)
-from . import alsa as _alsa  # noqa: E402,F401  (alsa-g, alsa-e)
-from . import mano as _mano  # noqa: E402,F401  (mano, a score)
-from . import nuclear_norm as _nuclear_norm  # noqa: E402,F401  (nuclear-norm, a score)
-from . import shift_gate as _shift_gate  # noqa: E402,F401  (shift-gate, opt-in)
-from . import calibration as _calibration  # noqa: E402,F401  (installs the shift-aware band)
-from . import auto as _auto  # noqa: E402,F401  (auto, opt-in)
-from . import distcs as _distcs  # noqa: E402,F401  (distcs, needs features)
-from . import aline as _aline  # noqa: E402,F401  (aline-s, aline-d, need features)
-from . import dispersion as _dispersion  # noqa: E402,F401  (dispersion, a score on features)
+from .methods import baselines as _baselines  # noqa: E402,F401  (ac, doc, im, atc-mc, atc-ne, cot)
+from .methods import alsa as _alsa  # noqa: E402,F401  (alsa-g, alsa-e)
+from .scores import mano as _mano  # noqa: E402,F401  (mano, a score)
+from .scores import nuclear_norm as _nuclear_norm  # noqa: E402,F401  (nuclear-norm, a score)
+from .methods import shift_gate as _shift_gate  # noqa: E402,F401  (shift-gate, opt-in)
+from .trust import auto as _auto  # noqa: E402,F401  (auto, opt-in)
+from .features import distcs as _distcs  # noqa: E402,F401  (distcs, needs features)
+from .features import aline as _aline  # noqa: E402,F401  (aline-s, aline-d, need features)
+from .features import dispersion as _dispersion  # noqa: E402,F401  (dispersion, a score on features)
+from .trust.attach_band import shift_band
+
+# The one place the trust layer meets the core: a result's shift_interval, when first read (or
+# estimate(..., band=True)), is computed by the trust layer's shift_band (core/band_slot.py).
+install_band_function(shift_band)
 
 __all__ = [
     "AccuracyEstimate",
+    "CalibrationWarning",
     "ConvergenceWarning",
     "DegenerateValidationWarning",
     "ESTIMATORS",

@@ -39,7 +39,7 @@ import typer
 from flows.params import check_method_params, parse_param_options
 from tasks.methods import estimator_names, feature_method_names, skip_feature_methods
 
-#: Default interval level (:data:`estimators.base.DEFAULT_LEVEL`, copied so that building the
+#: Default interval level (:data:`estimators.core.base.DEFAULT_LEVEL`, copied so that building the
 #: command line does not import the estimators, and with them torch; a test checks the copy).
 DEFAULT_LEVEL = 0.9
 
@@ -102,9 +102,9 @@ def run_estimates(
         For unknown methods, unreadable files and inputs the estimators reject.
     """
     from estimators import get_estimator
-    from estimators._features import check_features, check_fit_features
-    from estimators._validation import check_labels, check_logits
-    from estimators.base import check_level
+    from estimators.core._features import check_features, check_fit_features
+    from estimators.core._validation import check_labels, check_logits
+    from estimators.core.base import check_level
     from storage.logit_files import load_feature_arrays, load_logit_file
 
     try:
@@ -204,13 +204,14 @@ def run_estimates(
             warnings.simplefilter("always")
             try:
                 estimator = get_estimator(name, **params.get(name, {}))
+                # the table and --json show the shift band: asked for here (band=True)
                 if estimator.needs_features:
                     result = estimator.fit(val_logits, val_labels, **fit_features).estimate(
-                        target_logits, target_features=target_features, level=level
+                        target_logits, target_features=target_features, level=level, band=True
                     )
                 else:
                     result = estimator.fit(val_logits, val_labels).estimate(
-                        target_logits, level=level
+                        target_logits, level=level, band=True
                     )
             except ValueError as exc:
                 raise _UserError(f"{name}: {exc}") from None
@@ -225,7 +226,7 @@ def run_estimates(
             results[name] = result
         rows.append(_row(result, true_accuracy))
     if not methods:  # the default: every method, then auto from their estimates
-        from estimators.auto import auto_from_estimates
+        from estimators.trust.auto import auto_from_estimates
 
         combined = auto_from_estimates(results, val_logits, val_labels, target_logits,
                                        level=level)
@@ -238,7 +239,7 @@ def run_estimates(
 
 
 def _row(result: Any, true_accuracy: float | None) -> dict[str, Any]:
-    """One output record of an :class:`~estimators.base.AccuracyEstimate`."""
+    """One output record of an :class:`~estimators.core.base.AccuracyEstimate`."""
     row = result.to_record()
     row["per_class"] = (None if result.per_class is None
                         else [None if np.isnan(v) else float(v) for v in result.per_class])

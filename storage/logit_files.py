@@ -48,7 +48,7 @@ def load_feature_arrays(path: str | Path) -> dict[str, NDArray[Any]]:
     """The optional feature arrays of a logit file (:data:`FEATURE_ARRAYS`), as stored.
 
     Returns only the arrays present (an empty dict for a file without features). Values and
-    shapes are the estimators' checks (:mod:`estimators._features`), which name the argument;
+    shapes are the estimators' checks (:mod:`estimators.core._features`), which name the argument;
     this reader refuses only what it cannot read.
 
     Raises
@@ -138,7 +138,7 @@ def load_logit_file(
     inputs : {"logits", "probabilities"}, default "logits"
         What the file holds. ``"logits"`` refuses an array that reads as probabilities (every
         row non-negative and summing to 1, or a binary column inside [0, 1]:
-        :func:`estimators._validation.looks_like_probabilities`) with a message saying how to
+        :func:`estimators.core._validation.looks_like_probabilities`) with a message saying how to
         pass them; ``"probabilities"`` requires probabilities and returns their logits
         (:func:`estimators.logits_from_probabilities`: ``log p``, or ``log p - log(1 - p)`` for
         a binary column).
@@ -298,7 +298,7 @@ def _read_parquet(file: Path) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def _as_logits(array: np.ndarray, file: Path, inputs: str = "logits") -> NDArray[np.float64]:
-    from estimators._validation import (
+    from estimators.core._validation import (
         logits_from_probabilities,
         looks_like_probabilities,
         probabilities_message,
@@ -320,7 +320,7 @@ def _as_logits(array: np.ndarray, file: Path, inputs: str = "logits") -> NDArray
     if array.ndim == 1 or (array.ndim == 2 and array.shape[1] == 1):
         if array.shape[0] == 0:
             raise ValueError(f"{file}: logits has no rows.")
-        # a binary model's positive-class logits s: [0, s] per row (estimators/_validation.py)
+        # a binary model's positive-class logits s: [0, s] per row (estimators/core/_validation.py)
         s = np.asarray(array, dtype=np.float64).reshape(-1)
         return np.stack([np.zeros_like(s), s], axis=1)
     if array.ndim != 2:

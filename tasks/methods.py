@@ -351,7 +351,7 @@ def build_estimator(method: str, params: Mapping[str, Any], run_seed: int) -> An
 
     Returns
     -------
-    estimators.base.Estimator
+    estimators.core.base.Estimator
         Unfitted.
 
     Raises
@@ -360,7 +360,7 @@ def build_estimator(method: str, params: Mapping[str, Any], run_seed: int) -> An
         If the method or a parameter is unknown.
     """
     from estimators import get_estimator
-    from estimators.params import inert_parameters
+    from estimators.core.params import inert_parameters
 
     estimator = get_estimator(method, **params)
     if "seed" in estimator.get_params() and "seed" not in params:

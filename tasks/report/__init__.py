@@ -250,7 +250,7 @@ def write_report(
                         f"(benchmarks/synth_release.py), for measuring cost only.")
     md = render_markdown(tables, title=heading, images=[(c, f) for c, f, _ in pngs], notes=notes)
     if trust is not None:
-        from tasks.report.calibration import trust_markdown
+        from tasks.report.trust_calibration import trust_markdown
 
         md = md.rstrip("\n") + "\n\n" + trust_markdown(trust)
     if features is not None:
@@ -276,7 +276,7 @@ def _trust_tables(con: Any, run_keys: Sequence[str]) -> dict[str, pd.DataFrame] 
     where they cannot be measured (fewer than 3 datasets with every label-free method)."""
     import numpy as np
 
-    from tasks.report.calibration import calibration_table, trust_tables
+    from tasks.report.trust_calibration import calibration_table, trust_tables
 
     try:
         table, keys = calibration_table(con)

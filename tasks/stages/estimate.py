@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 
-from estimators.base import Estimator
+from estimators import Estimator
 from storage.db import connect
 from storage.errors import NotFoundError
 from storage.estimates import EstimateRow, estimates_digest
@@ -67,7 +67,7 @@ def _anchors_of(
 def per_class_record(estimated: NDArray[np.float64], logits: NDArray[Any]) -> str:
     r"""JSON of a method's estimated accuracy per *predicted* class and the class counts.
 
-    ``estimated[k]`` is :math:`\hat a_k` (:attr:`estimators.base.AccuracyEstimate.per_class`),
+    ``estimated[k]`` is :math:`\hat a_k` (:attr:`estimators.core.base.AccuracyEstimate.per_class`),
     ``count[k]`` :math:`= |\{i: \arg\max_j z_{ij} = k\}|`; NaN (a class nothing is
     predicted as) is written as null. The true per-class accuracy is not stored: the stage
     never reads target labels; the report computes it (:func:`tasks.report.per_class_mae`).
@@ -354,10 +354,12 @@ def estimate_rows(
         for name, estimator in fitted.items():
             start = time.perf_counter()
             try:
+                # the stored rows hold the shift band: asked for here, timed with the estimate
                 if getattr(estimator, "needs_features", False):
-                    result = estimator.estimate(target_logits, target_features=target_features)
+                    result = estimator.estimate(target_logits, target_features=target_features,
+                                                band=True)
                 else:
-                    result = estimator.estimate(target_logits)
+                    result = estimator.estimate(target_logits, band=True)
             except Exception as exc:
                 exc.add_note(
                     f"while estimating split {info.split!r} of run {run_key!r} with {name!r}"

@@ -60,7 +60,7 @@ def model_aware_rows(
     list of EstimateRow
         One per target split. Its interval (level 0.90) is
         :math:`\hat a \pm z_{0.95}\sqrt{\mathrm{RMSE}_{meta}^2 + \hat a(1-\hat a)/n_T}`
-        (:func:`estimators.base.sampling_interval` with the meta-regression's residual RMSE on
+        (:func:`estimators.core.base.sampling_interval` with the meta-regression's residual RMSE on
         its synthetic meta-set as the extra variance): the meta-model's own error plus target
         sampling noise.
 
@@ -73,7 +73,7 @@ def model_aware_rows(
         the checkpoint changed (:func:`tasks.stages.extract.open_checkpoint`), or a parameter is
         unknown.
     """
-    from estimators.base import DEFAULT_LEVEL, sampling_interval
+    from estimators.core.base import DEFAULT_LEVEL, sampling_interval
     from storage.errors import NotFoundError
     from tasks.runtime.allocator import keep_freed_memory
     from tasks.models.backbones import get_backbone

@@ -1,7 +1,7 @@
 """The pipeline's stages, and their code versions: a digest of the source each stage runs.
 
 Prefect's ``TASK_SOURCE`` cache policy hashes only the source of the task function itself, so a
-change in ``estimators/alsa.py`` would not invalidate a cached ``estimate`` task. Every stage task
+change in ``estimators/methods/alsa.py`` would not invalidate a cached ``estimate`` task. Every stage task
 therefore takes a ``code_version`` input computed here: a SHA-256 over the relative paths and
 bytes of every project file the stage's code imports.
 
@@ -250,7 +250,7 @@ def stage_code_version(stage: str, root: Path | None = None, *, dataset: str | N
     if stage == "estimate":
         # the stored shift-aware bands come from the active calibration: a refit (alsa-bench
         # calibrate) re-runs the estimates
-        from estimators.calibration import active_calibration_path
+        from estimators.trust.calibration_artifact import active_calibration_path
 
         path = active_calibration_path()
         if path is not None and path.is_file():

@@ -30,15 +30,15 @@ from estimators import (
     get_estimator,
     score_estimators,
 )
-from estimators._knn import IVFIndex, knn_mean_distance, smallest_k
-from estimators.aline import LinearHeads, agreement_pairs, aline_solve
-from estimators.dispersion import dispersion_score
+from estimators.maths._knn import IVFIndex, knn_mean_distance, smallest_k
+from estimators.features.aline import LinearHeads, agreement_pairs, aline_solve
+from estimators.features.dispersion import dispersion_score
 
 from .test_common import FAST_PARAMS, KEYS
 
 pytestmark = pytest.mark.filterwarnings(
-    "ignore::estimators.exceptions.ConvergenceWarning",
-    "ignore::estimators.temperature.TemperatureBoundWarning",
+    "ignore::estimators.core.exceptions.ConvergenceWarning",
+    "ignore::estimators.maths.temperature.TemperatureBoundWarning",
 )
 
 FEATURE_KEYS = feature_estimators()
@@ -91,7 +91,7 @@ def estimate(est, data=DATA):
 
 # ----------------------------------------------------------------------------- the contract
 def test_feature_arguments_are_keyword_only_and_optional():
-    from estimators.base import Estimator
+    from estimators.core.base import Estimator
 
     fit = inspect.signature(Estimator.fit).parameters
     est = inspect.signature(Estimator.estimate).parameters
@@ -201,7 +201,7 @@ def test_feature_method_refuses_a_call_without_features_in_one_line(key):
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.filterwarnings("ignore::estimators.exceptions.FeatureFallbackWarning")
+@pytest.mark.filterwarnings("ignore::estimators.core.exceptions.FeatureFallbackWarning")
 @pytest.mark.parametrize("key", FEATURE_KEYS)
 def test_feature_method_common_checks(key):
     est = make(key)

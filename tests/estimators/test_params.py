@@ -1,4 +1,4 @@
-"""The hyper-parameter declarations (``PARAMS``, ``estimators/params.py``) of every estimator.
+"""The hyper-parameter declarations (``PARAMS``, ``estimators/core/params.py``) of every estimator.
 
 Each test is generated from the declarations, so a new estimator or parameter is covered by
 declaring it.
@@ -22,15 +22,15 @@ from estimators import (
     estimator_params,
     get_estimator,
 )
-from estimators.alsa import (
+from estimators.methods.alsa import (
     ALSA,
     ALSA_DEFAULTS,
     alsa_predict,
     anchors_surface,
     fit_alsa_anchors,
 )
-from estimators.param_docs import doc_blocks, markdown_table, render_doc
-from estimators.params import with_defaults
+from estimators.core.param_docs import doc_blocks, markdown_table, render_doc
+from estimators.core.params import with_defaults
 
 KEYS = list(ESTIMATORS)
 DOC = Path(__file__).resolve().parents[2] / "docs" / "ESTIMATORS.md"
@@ -155,7 +155,7 @@ def test_functional_alsa_defaults_are_the_declaration():
 def test_docs_tables_are_generated_from_the_declarations():
     text = DOC.read_text(encoding="utf-8")
     assert set(doc_blocks(text)) == set(KEYS), "every registered estimator needs a table"
-    assert render_doc(text) == text, "run: python -m estimators.param_docs"
+    assert render_doc(text) == text, "run: python -m estimators.core.param_docs"
     assert markdown_table("im").splitlines()[2].startswith("| `n_bins` | int in [1, inf] | `10` |")
 
 

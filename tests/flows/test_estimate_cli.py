@@ -340,8 +340,8 @@ def test_score_estimators_do_not_run_by_default(files):
 
 
 def test_named_score_estimator_shows_the_score_and_no_accuracy(files):
-    from estimators.mano import mano_score
-    from estimators.nuclear_norm import nuclear_norm_score
+    from estimators.scores.mano import mano_score
+    from estimators.scores.nuclear_norm import nuclear_norm_score
 
     target = np.load(files["target"])["logits"]
     result = invoke("--val", files["val"], "--target", files["target_labelled"],
@@ -362,7 +362,7 @@ def test_named_score_estimator_shows_the_score_and_no_accuracy(files):
 
 
 def test_score_map_param_gives_the_mapped_accuracy(files):
-    from estimators.nuclear_norm import nuclear_norm_score
+    from estimators.scores.nuclear_norm import nuclear_norm_score
 
     target = np.load(files["target"])["logits"]
     result = invoke("--val", files["val"], "--target", files["target"], "--method",
@@ -390,7 +390,7 @@ def test_score_param_without_the_method_is_refused(files):
 
 
 def test_default_level_copy_matches_the_estimators():
-    from estimators.base import DEFAULT_LEVEL
+    from estimators.core.base import DEFAULT_LEVEL
     from flows import estimate_cli
 
     assert estimate_cli.DEFAULT_LEVEL == DEFAULT_LEVEL

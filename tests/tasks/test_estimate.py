@@ -17,8 +17,8 @@ import pytest
 import storage
 import storage.logits
 from estimators import available_estimators
-from estimators.base import Estimator
-from estimators.registry import ESTIMATORS
+from estimators.core.base import Estimator
+from estimators.core.registry import ESTIMATORS
 from storage import (
     NotFoundError,
     RunInfo,
@@ -286,7 +286,7 @@ def test_every_registered_estimator_on_the_real_registry(run_db):
 # --------------------------------------------------------------------------- issue 11
 def test_intervals_and_per_class_estimates_are_stored(run_db):
     from estimators import get_estimator
-    from estimators.base import per_class_accuracy
+    from estimators.core.base import per_class_accuracy
 
     db, arrays, logits = run_db
     estimate(logits, methods=["ac", "doc"])

@@ -90,7 +90,7 @@ def test_check_method_params() -> None:
 def test_build_estimator_seeds_only_what_draws_at_random(recwarn) -> None:
     import numpy as np
 
-    from estimators.exceptions import InertParameterWarning
+    from estimators.core.exceptions import InertParameterWarning
     from tasks.methods import build_estimator
 
     assert build_estimator("alsa-g", {}, 3).get_params()["seed"] == 3

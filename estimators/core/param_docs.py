@@ -1,0 +1,82 @@
+"""Rewrite (or check) the parameter tables of ``docs/ESTIMATORS.md`` from the declarations.
+
+``python -m estimators.core.param_docs`` rewrites every ``<!-- params:KEY -->`` ...
+``<!-- /params:KEY -->`` block with :func:`markdown_table`; ``--check`` writes
+nothing and exits 1 when a table is out of date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .params import _literal
+from .registry import estimator_params
+
+__all__ = ["doc_blocks", "main", "markdown_table", "render_doc"]
+
+DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "ESTIMATORS.md"
+
+
+def markdown_table(name: str) -> str:
+    """The parameter table of the estimator registered as ``name``, as Markdown.
+
+    >>> print(markdown_table("im"))  # doctest: +NORMALIZE_WHITESPACE
+    | parameter | accepts | default | meaning |
+    | --- | --- | --- | --- |
+    | `n_bins` | int in [1, inf] | `10` | Equal-width confidence bins over [0, 1]. |
+    | `temperature_scaling` | bool | `True` | Fit a temperature on the validation set and apply it to validation and target logits (the papers' "Post T"; False: "Pre T"). |
+    """
+    rows = ["| parameter | accepts | default | meaning |", "| --- | --- | --- | --- |"]
+    for p in estimator_params(name):
+        doc = p.doc if not p.acts else f"{p.doc} Acts with {p.acts}."
+        if p.affects == "speed":
+            doc += " Speed only: estimates agree to float round-off."
+        rows.append(f"| `{p.name}` | {p.allowed()} | {_literal(p.default)} | {doc} |")
+    return "\n".join(rows)
+
+
+_BLOCK = re.compile(
+    r"(<!-- params:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /params:(?P=name) -->)", re.DOTALL
+)
+
+
+def render_doc(text: str) -> str:
+    """``text`` with every ``<!-- params:KEY -->`` ... ``<!-- /params:KEY -->`` block rewritten
+    from the declarations (everything else unchanged)."""
+    return _BLOCK.sub(
+        lambda m: f"{m.group(1)}{markdown_table(m.group('name'))}\n{m.group(4)}", text
+    )
+
+
+def doc_blocks(text: str) -> dict[str, str]:
+    """The registry keys whose tables ``text`` holds, with each block's current body."""
+    return {m.group("name"): m.group("body") for m in _BLOCK.finditer(text)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m estimators.core.param_docs [--check] [PATH]``: rewrite (or check) the tables."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("path", nargs="?", type=Path, default=DOC_PATH)
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if the tables differ from the declarations; write nothing")
+    args = parser.parse_args(argv)
+    text = args.path.read_text(encoding="utf-8")
+    new = render_doc(text)
+    if args.check:
+        if new != text:
+            print(f"{args.path}: parameter tables are out of date; "
+                  "run python -m estimators.core.param_docs", file=sys.stderr)
+            return 1
+        return 0
+    if new != text:
+        args.path.write_text(new, encoding="utf-8")
+        print(f"rewrote {len(doc_blocks(new))} parameter table(s) in {args.path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
