@@ -32,7 +32,7 @@ from ..core.band_slot import BandRequest
 from .calibration_artifact import active_calibration
 from .shift_signals import ShiftSignals
 
-__all__ = ["fitted_signals", "shift_band"]
+__all__ = ["fitted_signals", "forget_signals", "shift_band"]
 
 
 def _digest(*arrays: NDArray[Any]) -> tuple[Any, ...]:
@@ -80,6 +80,12 @@ def _content(array: NDArray[Any]) -> tuple[Any, ...]:
                                        _digest(np.asarray(array, dtype=np.float64))))
     digest = entry[1]
     return digest
+
+
+def forget_signals() -> None:
+    """Empty the memos of signal fits and target signals (a benchmark times a cold band)."""
+    for memo in (_FITS, _TARGETS, _DIGESTS):
+        memo.items.clear()
 
 
 def _fit_key(val_logits: NDArray[Any], val_labels: NDArray[np.int64]) -> tuple[Any, ...]:

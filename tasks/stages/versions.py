@@ -1,7 +1,7 @@
 """The pipeline's stages, and their code versions: a digest of the source each stage runs.
 
 Prefect's ``TASK_SOURCE`` cache policy hashes only the source of the task function itself, so a
-change in ``estimators/methods/alsa.py`` would not invalidate a cached ``estimate`` task. Every stage task
+change in ``estimators/methods/alsa/`` would not invalidate a cached ``estimate`` task. Every stage task
 therefore takes a ``code_version`` input computed here: a SHA-256 over the relative paths and
 bytes of every project file the stage's code imports.
 

@@ -37,11 +37,11 @@ MINI = {
     "tasks/stages/train.py": "from tasks.stages import download\nfrom . import helpers\n",
     "tasks/stages/helpers.py": "X = 1\n",
     "tasks/stages/extract.py": "from tasks.stages.train import helpers\n",
-    "tasks/stages/estimate.py": "def f():\n    from estimators.methods.alsa import ALSA\n",
+    "tasks/stages/estimate.py": "def f():\n    from estimators.alsa import ALSA\n",
     "tasks/report/__init__.py": "import storage.anchors\nfrom estimators import alsa\n",
     "estimators/__init__.py": "",
-    "estimators/methods/alsa.py": "ALSA = 1\n",
-    "estimators/methods/cot.py": "COT = 1\n",
+    "estimators/alsa.py": "ALSA = 1\n",
+    "estimators/cot.py": "COT = 1\n",
     "storage/__init__.py": "",
     "storage/anchors.py": "A = 1\n",
 }
@@ -72,8 +72,8 @@ def test_closure_follows_absolute_relative_and_function_level_imports(tmp_path: 
         "tasks/runtime/refs.py", "tasks/stages/train.py", "tasks/stages/helpers.py",
     }
     # an import inside a function counts; a class name imported from a module does not add files
-    assert "estimators/methods/alsa.py" in _rel(stage_files("estimate", root), root)
-    assert "estimators/methods/cot.py" not in _rel(stage_files("estimate", root), root)
+    assert "estimators/alsa.py" in _rel(stage_files("estimate", root), root)
+    assert "estimators/cot.py" not in _rel(stage_files("estimate", root), root)
 
 
 def test_editing_a_module_changes_exactly_the_stages_that_import_it(tmp_path: Path) -> None:
@@ -129,7 +129,7 @@ def test_report_covers_alsa_and_anchor_storage() -> None:
     """The bug of the graph issue: a stale report was served after an ALSA change."""
     rels = _rel(stage_files("report"), PROJECT_ROOT)
     assert {"storage/anchors.py", "tasks/report/__init__.py"} <= rels
-    assert any(r.startswith("estimators/methods/alsa") for r in rels)
+    assert any(r.startswith("estimators/methods/alsa/") for r in rels)
     assert "tasks/stages/train.py" not in rels
 
 
