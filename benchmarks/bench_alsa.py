@@ -105,7 +105,8 @@ def main() -> None:
         res.shift_interval  # noqa: B018  (the band, computed on this first read)
         band_s, band_cpu = time.perf_counter() - t0, time.process_time() - c0
         print(
-            f"{name}: fit {fit_s:.2f} s (CPU {fit_cpu:.2f} s), {est.n_epochs_} epochs ({est.stop_reason_}"
+            f"{name}: fit {fit_s:.2f} s (CPU {fit_cpu:.2f} s), {est.n_epochs_} epochs "
+            f"({est.stop_reason_}"
             f"{', ConvergenceWarning' if warned else ''}, gap {est.train_gap_:.1e}), "
             f"{1000 * fit_s / max(est.n_epochs_, 1):.1f} ms/epoch; "
             f"estimate 100,000 rows {est_s:.3f} s (CPU {est_cpu:.3f} s; acc {res.accuracy:.3f}, "

@@ -3,8 +3,8 @@
 Issue 24: with torch's default of one thread per core, a second process computing on one of the
 2 cores slowed ALSA-G's fit at n = 10,000, c = 10, k = 1,000 from 5.9 s to 16.5 s (46-107 s under
 heavier sharing). The estimators now pick their thread count for the work size and the idle cores
-(:mod:`estimators.core.threads`); the budget (``docs/ARCHITECTURE.md``, DESIGN "Budgets") is a busy fit
-of at most 1.5x the idle fit.
+(:mod:`estimators.core.threads`); the budget (``docs/ARCHITECTURE.md``, DESIGN "Budgets") is a
+busy fit of at most 1.5x the idle fit.
 
 The script fits ALSA-G on synthetic logits (10 Gaussian classes, about 85 % accurate) with
 

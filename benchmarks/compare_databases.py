@@ -54,6 +54,7 @@ print("rows only in one database:", c.execute("""SELECT
 print(c.sql("SELECT run_key, count(*) FROM estimates n JOIN b.estimates o USING (run_key, split, method) GROUP BY 1 ORDER BY 1").fetchall())
 print(c.sql("""SELECT count(*), sum(CASE WHEN n.logits = o.logits THEN 0 ELSE 1 END)
    FROM logits n JOIN b.logits o USING (run_key, split, sample_index)""").fetchall())
-print("anchors (compared, differing):", c.sql("""SELECT count(*), sum(CASE WHEN n.position = o.position
-   AND n.peak IS NOT DISTINCT FROM o.peak AND n.variance IS NOT DISTINCT FROM o.variance THEN 0 ELSE 1 END)
+print("anchors (compared, differing):", c.sql("""SELECT count(*), sum(CASE WHEN
+   n.position = o.position AND n.peak IS NOT DISTINCT FROM o.peak
+   AND n.variance IS NOT DISTINCT FROM o.variance THEN 0 ELSE 1 END)
    FROM anchors n JOIN b.anchors o USING (run_key, method, anchor_index)""").fetchall())

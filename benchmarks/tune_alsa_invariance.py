@@ -3,9 +3,9 @@
 The paper's ALSA measures cosine distances between *raw* logits, which (a) depends on the
 arbitrary per-row offset of the logits that softmax ignores and (b) for ``c = 2`` sees little
 more than the predicted class. This script compares the spaces of
-:func:`estimators.methods.alsa.canonical_logits` (``raw``, ``centered``, ``logprob``, ``augmented``) and
-the stopping rules (``paper``: eq. 10 alone; ``crossing``: eq. 10 or a small sign change of the
-gap) on tuning problems that share nothing with the benchmark suite:
+:func:`estimators.methods.alsa.canonical_logits` (``raw``, ``centered``, ``logprob``,
+``augmented``) and the stopping rules (``paper``: eq. 10 alone; ``crossing``: eq. 10 or a small
+sign change of the gap) on tuning problems that share nothing with the benchmark suite:
 
 * ``digits`` and ``blobs``: the 10-class problems of ``benchmarks/tune_alsa.py``;
 * ``digits2``: the digits MLP problem relabelled 0-4 / 5-9 (a 2-class head, 2,000 validation

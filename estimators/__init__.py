@@ -66,7 +66,7 @@ from .methods import shift_gate as _shift_gate  # noqa: E402,F401  (shift-gate, 
 from .trust import auto as _auto  # noqa: E402,F401  (auto, opt-in)
 from .features import distcs as _distcs  # noqa: E402,F401  (distcs, needs features)
 from .features import aline as _aline  # noqa: E402,F401  (aline-s, aline-d, need features)
-from .features import dispersion as _dispersion  # noqa: E402,F401  (dispersion, a score on features)
+from .features import dispersion as _dispersion  # noqa: E402,F401  (a score on features)
 from .trust.attach_band import shift_band
 
 # The one place the trust layer meets the core: a result's shift_interval, when first read (or

@@ -18,7 +18,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Self, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 from numpy.typing import NDArray
@@ -154,10 +154,6 @@ class _ShiftBandField:
     def __set_name__(self, owner: type, name: str) -> None:
         self.slot = f"_{name}_value"
 
-    @overload
-    def __get__(self, obj: None, owner: Any = None) -> tuple[float, float]: ...
-    @overload
-    def __get__(self, obj: object, owner: Any = None) -> tuple[float, float]: ...
     def __get__(self, obj: object | None, owner: Any = None) -> tuple[float, float]:
         if obj is None:  # the dataclass's default
             return (math.nan, math.nan)
