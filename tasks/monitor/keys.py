@@ -66,7 +66,7 @@ def logits_digest(logits: NDArray[Any]) -> str:
     """
     array = np.ascontiguousarray(np.asarray(logits), dtype="<f4")
     digest = hashlib.sha256(f"{KEY_FORMAT}|logits|{array.shape}".encode())
-    digest.update(memoryview(array).cast("B"))
+    digest.update(array.tobytes())
     return digest.hexdigest()
 
 

@@ -480,6 +480,7 @@ def _run_chunk(plan: ChunkPlan, ctx: _Context) -> None:
         period_start=start, period_end=end, n_rows=plan.n_rows, n_classes=n_classes,
         content_sha256=plan.content,
     )
+    shown = plan.name if stored is None else stored.chunk_name  # duplicates: the stored name
     previous = ctx.current_by_name.get(plan.name)
     if previous is not None and previous != key:
         result.notes.append(f"{plan.name}: its content changed (a rewritten file or late rows): "
@@ -492,7 +493,8 @@ def _run_chunk(plan: ChunkPlan, ctx: _Context) -> None:
         return
     try:
         logits, chunk_labels, label_paths = _gather(plan, reader, source_of, ctx.labels,
-                                                    n_classes, rule, want_realized)
+                                                    n_classes, rule, want_realized,
+                                                    result.refused)
     except BatchError as exc:
         result.refused.append(str(exc))
         return
@@ -518,37 +520,47 @@ def _run_chunk(plan: ChunkPlan, ctx: _Context) -> None:
     if chunk_labels is not None:
         realized = Realized(realized_accuracy(logits, chunk_labels), int(chunk_labels.shape[0]),
                             ", ".join(str(p) for p in label_paths))
-        result.realized_joined.append(plan.name)
+        result.realized_joined.append(shown)
     inserted = write_chunk(ctx.con, chunk, estimates, realized)
     result.new_estimates += inserted
     if inserted:
-        result.new_chunks.append(plan.name)
+        result.new_chunks.append(shown)
     logger.info("monitor %s: chunk %s: %d estimate(s)%s", result.slug, plan.name, inserted,
                 "" if realized is None else f", realized accuracy {realized.accuracy:.4f}")
 
 
 def _gather(
     plan: ChunkPlan, reader: _Reader, source_of: Callable[[int], tuple[str, Path] | None],
-    labels: LabelIndex, n_classes: int, rule: Any, want_labels: bool,
+    labels: LabelIndex, n_classes: int, rule: Any, want_labels: bool, refused: list[str],
 ) -> tuple[NDArray[np.float64], NDArray[np.int64] | None, list[Path]]:
-    """The chunk's logits (and labels, when wanted and all there), read one file at a time."""
+    """The chunk's logits, and its labels when wanted and all there, one file at a time.
+
+    A label file that does not fit is refused (a line in ``refused``): the chunk is still
+    estimated, without a realized accuracy.
+    """
     blocks: list[NDArray[np.float64]] = []
-    label_blocks: list[NDArray[np.int64]] = []
+    label_blocks: list[NDArray[np.int64]] | None = [] if want_labels else None
     used: list[Path] = []
     for part in plan.parts:
         batch = reader.batch(part.file)
         rows = part_rows(part, batch, rule)
         blocks.append(batch.logits[rows])
-        if want_labels:
-            source = source_of(part.file)
-            assert source is not None
+        if label_blocks is None:
+            continue
+        source = source_of(part.file)
+        assert source is not None
+        try:
             file_labels = _file_labels(reader.files[part.file], source, batch, labels,
                                        n_classes)
-            label_blocks.append(file_labels[rows])
-            if source[1] not in used:
-                used.append(source[1])
+        except BatchError as exc:
+            refused.append(str(exc))
+            label_blocks = None
+            continue
+        label_blocks.append(file_labels[rows])
+        if source[1] not in used:
+            used.append(source[1])
     logits = np.concatenate(blocks) if blocks else np.zeros((0, n_classes))
-    chunk_labels = np.concatenate(label_blocks) if want_labels and label_blocks else None
+    chunk_labels = np.concatenate(label_blocks) if label_blocks else None
     return logits, chunk_labels, used
 
 
