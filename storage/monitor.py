@@ -487,6 +487,7 @@ def export_history(con: duckdb.DuckDBPyConnection, path: str | os.PathLike[str])
     tmp = Path(tmp_name)
     try:
         pq.write_table(table, tmp)
+        os.chmod(tmp, 0o644)  # mkstemp made it private; dashboards read it
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

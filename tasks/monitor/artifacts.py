@@ -85,11 +85,10 @@ def _figure_markdown(result: MonitorResult) -> str:
              f"{', '.join(result.methods)}; this run estimated {len(result.new_chunks)} new "
              f"chunk(s) and raised {len(result.alerts)} alert(s).", ""]
     lines += [f"- {c.line()}" for c in result.coverage.values()]
-    if result.png:
-        data = base64.b64encode(result.png).decode("ascii")
-        lines += ["", f"![monitor](data:image/png;base64,{data})"]
-    if result.figure is not None:
-        lines += ["", f"Figure file: `{result.figure}`"]
+    if result.figure is not None and result.figure.is_file():
+        data = base64.b64encode(result.figure.read_bytes()).decode("ascii")
+        lines += ["", f"![monitor](data:image/png;base64,{data})", "",
+                  f"Figure file: `{result.figure}`"]
     return "\n".join(lines)
 
 

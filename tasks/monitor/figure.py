@@ -14,13 +14,12 @@ else their order of arrival, labelled by name):
 * alerts (triangles pointing down, at the estimate: red where the band lies below
   ``--alert-below``, orange where only ``--alert-drop`` fired).
 
-The same figure goes to ``<reports>/monitor/<stream>/monitor.png`` each run, to ``--plot FILE``
-(PNG, SVG or PDF by its suffix), and, as a PNG, into the flow run's markdown artifact.
+The same figure goes to ``<reports>/monitor/<stream>/monitor.png`` each run (embedded in the
+flow run's markdown artifact) and to ``--plot FILE`` (PNG, SVG or PDF by its suffix).
 """
 
 from __future__ import annotations
 
-import io
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -165,9 +164,9 @@ def _kinds(row: Mapping[str, Any]) -> set[str]:
     return {a["kind"] for a in alerts} or {"drop"}
 
 
-def save_figure(fig: Any, path: Path, *, dpi: int = 110) -> Path:
+def save_figure(fig: Any, path: Path, *, dpi: int = 90) -> Path:
     """Write ``fig`` to ``path`` (format by suffix) atomically: a reader never sees half a
-    file."""
+    file. Readable by others (a dashboard's user), as any file the umask allows."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -175,14 +174,8 @@ def save_figure(fig: Any, path: Path, *, dpi: int = 110) -> Path:
     tmp = Path(tmp_name)
     try:
         fig.savefig(tmp, format=target.suffix.lower().lstrip(".") or "png", dpi=dpi)
+        os.chmod(tmp, 0o644)  # mkstemp made it private
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
     return target
-
-
-def png_bytes(fig: Any, *, dpi: int = 72) -> bytes:
-    """The figure as a small PNG (for the flow run's markdown artifact)."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi)
-    return buffer.getvalue()

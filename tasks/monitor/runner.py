@@ -187,7 +187,6 @@ class MonitorResult:
     fits_from_cache: dict[str, bool] = field(default_factory=dict)
     figure: Path | None = None
     export: Path | None = None
-    png: bytes | None = field(default=None, repr=False)
 
     def to_record(self) -> dict[str, Any]:
         """JSON-safe summary (what ``--json`` prints and the flow returns)."""
@@ -584,16 +583,9 @@ def _draw(result: MonitorResult, options: MonitorOptions, plot: Path | None) -> 
         target = save_figure(fig, figure_path(result.slug))
         if plot is not None:
             save_figure(fig, plot)
-        result.png = _png(fig)
     finally:
         import matplotlib.pyplot as plt
 
         plt.close(fig)
     logger.info("monitor %s: figure in %.2f s", result.slug, time.perf_counter() - started)
     return target
-
-
-def _png(fig: Any) -> bytes:
-    from tasks.monitor.figure import png_bytes
-
-    return png_bytes(fig)
