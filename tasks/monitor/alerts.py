@@ -125,8 +125,9 @@ def describe(alert: Alert, chunk: str, method: str) -> str:
     Examples
     --------
     >>> a = check_alerts(0.62, (0.58, 0.66), 0.85, alert_below=0.7, alert_drop=None)[0]
-    >>> describe(a, "day-24.npz", "auto")
-    'accuracy alert (down) on day-24.npz [auto]: band [0.580, 0.660] lies wholly below --alert-below 0.7 (estimate 0.620)'
+    >>> print(describe(a, "day-24.npz", "auto"))  # doctest: +NORMALIZE_WHITESPACE
+    accuracy alert (down) on day-24.npz [auto]: band [0.580, 0.660] lies wholly below
+    --alert-below 0.7 (estimate 0.620)
     """
     head = f"accuracy alert ({alert.direction}) on {chunk} [{method}]"
     if alert.kind == "below":

@@ -312,7 +312,6 @@ def run_monitor(
     *,
     plot: Path | None = None,
     now: datetime | None = None,
-    on_chunk: Callable[[str], None] | None = None,
 ) -> MonitorResult:
     """Estimate the new chunks of ``options.production`` and store them (see the module).
 
@@ -326,8 +325,6 @@ def run_monitor(
         Also write the figure there (``--plot FILE``).
     now : datetime, optional
         The run's time (UTC): periods ending after it wait. Default: now.
-    on_chunk : callable, optional
-        Called with each chunk's name once it is stored (progress).
 
     Returns
     -------
@@ -427,8 +424,6 @@ def run_monitor(
         )
         for plan in plans:
             _run_chunk(plan, ctx)
-            if on_chunk is not None:
-                on_chunk(plan.name)
         keys = {fm.estimator_key for fm in fitted}
         rows = [r for r in read_history(con, stream=stream, chunking=rule.label,
                                         reference_sha256=reference.sha256)

@@ -66,7 +66,8 @@ def test_days_gather_rows_of_several_files_and_the_open_day_waits():
                      "ends"]
 
 
-@pytest.mark.parametrize("day", [datetime(2026, 1, 1) + timedelta(days=k) for k in range(0, 400, 9)])
+@pytest.mark.parametrize("day", [datetime(2026, 1, 1) + timedelta(days=k)
+                                 for k in range(0, 400, 9)])
 def test_iso_weeks_match_python_isocalendar(day):
     stamp = int(day.replace(tzinfo=UTC).timestamp() * 1e9)
     [index], length = period_bounds("1w", np.array([stamp]))

@@ -283,3 +283,22 @@ def test_bad_reference_or_paths_raise_one_line(stream):
     shutil.rmtree(stream / "labels")
     with pytest.raises(ValueError, match="--labels"):
         run_monitor(options(stream, labels=str(stream / "labels")))
+
+
+def test_labels_by_name_follow_the_rows_of_row_chunks(stream):
+    result = run_monitor(options(stream, chunk="250", labels=str(stream / "labels")))
+    z = np.concatenate([np.load(stream / "prod" / f"day-{d}.npz")["logits"] for d in (1, 2, 3)])
+    y = np.concatenate([np.load(stream / "labels" / f"day-{d}.npz")["labels"]
+                        for d in (1, 2, 3)])
+    want = [float(np.mean(z[a:a + 250].argmax(axis=1) == y[a:a + 250])) for a in (0, 250)]
+    assert [r["realized_accuracy"] for r in result.history] == pytest.approx(want)
+
+
+def test_an_upgrade_of_the_estimators_refits_but_keeps_the_estimates(stream, monkeypatch):
+    import tasks.monitor.estimation as estimation
+
+    run_monitor(options(stream))
+    monkeypatch.setattr(estimation, "estimators_code_version", lambda: "another version")
+    result = run_monitor(options(stream))
+    assert result.fits_from_cache == {"ac": False}  # a fit of other code is not trusted
+    assert result.new_estimates == 0  # the estimates' keys do not hold the code version
