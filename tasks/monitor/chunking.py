@@ -30,6 +30,7 @@ Examples
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -160,38 +161,39 @@ def _first_last(ts: NDArray[np.int64] | None) -> tuple[int | None, int | None]:
     return int(ts.min()), int(ts.max())
 
 
-class Chunker:
+class Chunker(ABC):
     """Feed files in stream order (:meth:`add`), then take the complete chunks
-    (:meth:`finish`). Subclasses implement one ``--chunk`` rule."""
+    (:meth:`finish`); ``notes`` says what waits. Subclasses implement one ``--chunk`` rule."""
 
-    def __init__(self, names: list[str]) -> None:
-        self.names = names
+    def __init__(self) -> None:
         self.notes: list[str] = []
 
-    def add(self, index: int, batch: Batch) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def add(self, index: int, batch: Batch, name: str) -> None:
+        """Cut file number ``index`` (displayed as ``name``) into parts of chunks."""
 
-    def finish(self, now_ns: int) -> list[ChunkPlan]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def finish(self, now_ns: int) -> list[ChunkPlan]:
+        """The complete chunks, in stream order; what waits is said in :attr:`notes`."""
 
 
 class _FileChunker(Chunker):
-    def __init__(self, names: list[str]) -> None:
-        super().__init__(names)
+    def __init__(self) -> None:
+        super().__init__()
         self.chunks: list[ChunkPlan] = []
 
-    def add(self, index: int, batch: Batch) -> None:
+    def add(self, index: int, batch: Batch, name: str) -> None:
         first, last = _first_last(batch.timestamps)
         part = Part(index, 0, batch.n_rows, None, batch.digest, batch.n_rows, first, last)
-        self.chunks.append(ChunkPlan(self.names[index], [part], first, last))
+        self.chunks.append(ChunkPlan(name, [part], first, last))
 
     def finish(self, now_ns: int) -> list[ChunkPlan]:
         return self.chunks
 
 
 class _RowsChunker(Chunker):
-    def __init__(self, names: list[str], rows: int) -> None:
-        super().__init__(names)
+    def __init__(self, rows: int) -> None:
+        super().__init__()
         self.rows = rows
         self.offset = 0
         self.chunks: list[ChunkPlan] = []
@@ -202,7 +204,7 @@ class _RowsChunker(Chunker):
             self.chunks.append(ChunkPlan(f"rows {k * self.rows}-{(k + 1) * self.rows - 1}"))
         return self.chunks[number]
 
-    def add(self, index: int, batch: Batch) -> None:
+    def add(self, index: int, batch: Batch, name: str) -> None:
         start = 0
         while start < batch.n_rows:
             number = (self.offset + start) // self.rows
@@ -231,13 +233,13 @@ class _RowsChunker(Chunker):
 
 
 class _PeriodChunker(Chunker):
-    def __init__(self, names: list[str], period: str) -> None:
-        super().__init__(names)
+    def __init__(self, period: str) -> None:
+        super().__init__()
         self.period = period
         self.chunks: dict[int, ChunkPlan] = {}
         self.length = _DAY_NS if period == "1d" else _WEEK_NS
 
-    def add(self, index: int, batch: Batch) -> None:
+    def add(self, index: int, batch: Batch, name: str) -> None:
         if batch.n_rows == 0:
             return
         assert batch.timestamps is not None  # read_batch(need_timestamps=True) refuses others
@@ -267,16 +269,16 @@ class _PeriodChunker(Chunker):
         return done
 
 
-def make_chunker(rule: ChunkRule, names: list[str]) -> Chunker:
-    """The chunker of ``rule`` for a stream whose files have display ``names``."""
+def make_chunker(rule: ChunkRule) -> Chunker:
+    """The chunker of ``rule``."""
     if rule.kind == "file":
-        return _FileChunker(names)
+        return _FileChunker()
     if rule.kind == "rows":
         assert rule.rows is not None
-        return _RowsChunker(names, rule.rows)
+        return _RowsChunker(rule.rows)
     if rule.kind == "period":
         assert rule.period is not None
-        return _PeriodChunker(names, rule.period)
+        return _PeriodChunker(rule.period)
     raise ValueError(f"unknown chunk rule {rule!r}")
 
 

@@ -361,7 +361,7 @@ def run_monitor(
     files: list[_File] = []
     by_digest: dict[str, _File] = {}
     name_of: dict[Path, str] = dict(zip(paths, names, strict=True))
-    chunker = make_chunker(rule, [])
+    chunker = make_chunker(rule)
     need_ts = rule.kind == "period"
     for path in paths:
         if not is_complete(path):
@@ -384,8 +384,7 @@ def run_monitor(
                      stems=[path.stem])
         by_digest[batch.digest] = info
         files.append(info)
-        chunker.names.append(info.name)
-        chunker.add(len(files) - 1, batch)
+        chunker.add(len(files) - 1, batch, info.name)
         del batch
     plans = chunker.finish(now_ns)
     result.notes += chunker.notes

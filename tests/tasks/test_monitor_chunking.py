@@ -24,10 +24,9 @@ def batch(n: int, seed: int, times: list[datetime] | None = None) -> Batch:
 
 
 def feed(rule: str, batches: list[Batch], now: int = NOW):
-    chunker = make_chunker(parse_chunk(rule), [])
+    chunker = make_chunker(parse_chunk(rule))
     for i, b in enumerate(batches):
-        chunker.names.append(b.path.name)
-        chunker.add(i, b)
+        chunker.add(i, b, b.path.name)
     return chunker.finish(now), chunker.notes, batches
 
 
