@@ -307,6 +307,51 @@ def _record(
     )
 
 
+def _plan_stream(
+    paths: list[Path], n_classes: int, rule: Any, now_ns: int, result: MonitorResult,
+) -> tuple[list[_File], list[ChunkPlan]]:
+    """Pass 1: read each complete file once (one in memory), drop duplicates, plan the chunks.
+
+    Incomplete files, refused files, duplicates and what waits are recorded in ``result``.
+    """
+    folder = Path(result.stream) if Path(result.stream).is_dir() else None
+    name_of = dict(zip(paths, display_names(paths, folder), strict=True))
+    files: list[_File] = []
+    by_digest: dict[str, _File] = {}
+    chunker = make_chunker(rule)
+    for path in paths:
+        if not is_complete(path):
+            result.incomplete.append(str(path))
+            result.notes.append(f"{path}: not complete yet (no end-of-file marker: still "
+                                "being written?); read by a later run once it is")
+            continue
+        try:
+            batch = read_batch(path, n_classes, need_timestamps=rule.kind == "period")
+        except BatchError as exc:
+            result.refused.append(str(exc))
+            continue
+        result.warnings += list(batch.warnings)
+        earlier = by_digest.get(batch.digest)
+        if earlier is not None:
+            result.duplicates.append((str(path), str(earlier.path)))
+            earlier.stems.append(path.stem)
+            if batch.labels is not None:
+                earlier.label_files.append(path)
+            result.notes.append(f"{path}: same logits as {earlier.path}: one content, "
+                                "estimated once"
+                                + (" (its labels are used)" if batch.labels is not None else ""))
+            continue
+        info = _File(path, name_of[path], batch.digest, batch.n_rows, batch.labels is not None,
+                     stems=[path.stem])
+        by_digest[batch.digest] = info
+        files.append(info)
+        chunker.add(len(files) - 1, batch, info.name)
+        del batch
+    plans = chunker.finish(now_ns)
+    result.notes += chunker.notes
+    return files, plans
+
+
 def run_monitor(
     options: MonitorOptions,
     *,
@@ -355,46 +400,8 @@ def run_monitor(
         result.fits_from_cache[fm.method] = fm.from_cache
         result.references[fm.method] = (fm.reference_accuracy, fm.reference_band)
 
-    # pass 1: read each complete file once, drop duplicates, plan the chunks
-    folder = Path(stream) if Path(stream).is_dir() else None
-    names = display_names(paths, folder)
-    files: list[_File] = []
-    by_digest: dict[str, _File] = {}
-    name_of: dict[Path, str] = dict(zip(paths, names, strict=True))
-    chunker = make_chunker(rule)
     need_ts = rule.kind == "period"
-    for path in paths:
-        if not is_complete(path):
-            result.incomplete.append(str(path))
-            continue
-        try:
-            batch = read_batch(path, reference.n_classes, need_timestamps=need_ts)
-        except BatchError as exc:
-            result.refused.append(str(exc))
-            continue
-        result.warnings += list(batch.warnings)
-        earlier = by_digest.get(batch.digest)
-        if earlier is not None:
-            result.duplicates.append((str(path), str(earlier.path)))
-            earlier.stems.append(path.stem)
-            if batch.labels is not None:
-                earlier.label_files.append(path)
-            continue
-        info = _File(path, name_of[path], batch.digest, batch.n_rows, batch.labels is not None,
-                     stems=[path.stem])
-        by_digest[batch.digest] = info
-        files.append(info)
-        chunker.add(len(files) - 1, batch, info.name)
-        del batch
-    plans = chunker.finish(now_ns)
-    result.notes += chunker.notes
-    for path_text in result.incomplete:
-        result.notes.append(f"{path_text}: not complete yet (no end-of-file marker: still being "
-                            "written?); read by a later run once it is")
-    for dup, first in result.duplicates:
-        result.notes.append(f"{dup}: same logits as {first}: one content, estimated once"
-                            + (" (its labels are used)" if any(
-                                Path(dup) in f.label_files for f in files) else ""))
+    files, plans = _plan_stream(paths, reference.n_classes, rule, now_ns, result)
 
     reader = _Reader(files, reference.n_classes, need_ts)
     sources: dict[int, tuple[str, Path] | None] = {}

@@ -131,3 +131,20 @@ def test_the_documented_webhook_notification_reaches_a_local_receiver(stream, re
     assert post["body"] == alert["message"]
     assert post["subject"] == "alsa-bench monitor alert (down)"
     assert post["text"] == f"{post['subject']}: {post['body']}"
+
+
+def test_the_command_runs_the_flow_when_a_prefect_api_is_configured(stream, monkeypatch):
+    from prefect.settings import PREFECT_API_URL
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    monkeypatch.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
+    result = CliRunner().invoke(app, ["monitor", "--reference", str(stream / "ref.npz"),
+                                      "--production", str(stream / "prod"), "-m", "ac",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["new_chunks"] == ["day-1.npz", "day-2.npz"]
+    assert not data["run_id"].startswith("cli-")  # a Prefect flow run's id
+    assert len(data["history"]) == 2

@@ -302,3 +302,12 @@ def test_an_upgrade_of_the_estimators_refits_but_keeps_the_estimates(stream, mon
     result = run_monitor(options(stream))
     assert result.fits_from_cache == {"ac": False}  # a fit of other code is not trusted
     assert result.new_estimates == 0  # the estimates' keys do not hold the code version
+
+
+def test_doctor_accepts_the_state_folder_a_run_leaves(stream, state_home):
+    from storage.doctor import examine
+
+    run_monitor(options(stream, labels=str(stream / "labels"), alert_below=0.99))
+    assert (state_home / "monitor" / "fits" / ".key").is_file()
+    report = examine(state_home)
+    assert report.healthy, [f"{f.check}: {f.path}: {f.problem}" for f in report.findings]
