@@ -171,7 +171,29 @@ def is_complete(path: Path) -> bool:
             handle.seek(-4, os.SEEK_END)
             tail = handle.read(4)
         return head == b"PAR1" and tail == b"PAR1"
-    return zipfile.is_zipfile(path)
+    return _zip_ends_here(path, size)
+
+
+def _zip_ends_here(path: Path, size: int) -> bool:
+    """Whether a zip end-of-central-directory record ends exactly at the end of the file.
+
+    The record is 22 bytes (signature ``PK\\x05\\x06`` ... comment length) plus its comment, so
+    it starts at most 22 + 65,535 bytes before the end. :func:`zipfile.is_zipfile` accepts the
+    signature anywhere in that window, which the float bytes of a half-written archive can
+    contain by chance; here the record must account for every byte up to the end.
+    """
+    window = min(size, 22 + 0xFFFF)
+    with path.open("rb") as handle:
+        handle.seek(size - window)
+        data = handle.read(window)
+    start = data.rfind(b"PK\x05\x06")
+    while start >= 0:
+        if start + 22 <= len(data):
+            comment = int.from_bytes(data[start + 20:start + 22], "little")
+            if start + 22 + comment == len(data):
+                return zipfile.is_zipfile(path)
+        start = data.rfind(b"PK\x05\x06", 0, start)
+    return False
 
 
 def _epoch_ns(values: NDArray[Any], file: Path) -> NDArray[np.int64]:

@@ -182,3 +182,23 @@ def test_label_files_with_and_without_logits(tmp_path):
     (tmp_path / "junk.npz").write_bytes(os.urandom(64))
     with pytest.raises(BatchError, match="not a readable label file"):
         read_label_array(tmp_path / "junk.npz")
+
+
+def test_a_stray_end_record_signature_in_the_data_is_not_a_complete_archive(tmp_path):
+    # the bytes of a half-written .npz may contain the end-record signature by chance;
+    # zipfile.is_zipfile would accept that, the completeness rule does not
+    np.savez(tmp_path / "a.npz", logits=logits(n=400))
+    data = (tmp_path / "a.npz").read_bytes()
+    cut = len(data) // 2
+    fake_end = b"PK\x05\x06" + bytes(16) + (200).to_bytes(2, "little")  # "200-byte comment"
+    partial = data[:cut] + fake_end + bytes(300)  # more bytes follow than the comment holds
+    (tmp_path / "b.npz").write_bytes(partial)
+    assert not is_complete(tmp_path / "b.npz")
+    with_comment = tmp_path / "c.npz"
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "a.npz") as src, zipfile.ZipFile(with_comment, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info, src.read(info))
+        dst.comment = b"written by a tool that comments its archives"
+    assert is_complete(with_comment) and read_batch(with_comment, 3).n_rows == 400
