@@ -25,7 +25,7 @@ help:
 	@echo "make bench   - install what is missing, run the default benchmark (offline)"
 	@echo "make test    - install what is missing, run the tests"
 	@echo "make bench-estimators - speed benchmark of every estimator (docs/PERFORMANCE.md)"
-	@echo "make test-reliability - SIGKILL at every stage boundary, then rerun; schedules, a worker run and two concurrent runs on real Prefect servers (about 6 min)"
+	@echo "make test-reliability - SIGKILL at every stage boundary, then rerun; schedules, a worker run and two concurrent runs on real Prefect servers; a scheduled monitor deployment and its webhook alert (about 8 min)"
 	@echo "make clean-state      - delete .alsa-bench/ (DuckDB, checkpoints, Prefect cache, reports)"
 
 $(BIN)/python:
@@ -72,7 +72,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-reliability: $(STAMP)
-	$(BIN)/python -m pytest -m reliability tests/flows/test_kill_battery.py tests/flows/test_schedules.py tests/flows/test_server.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m reliability tests/flows/test_kill_battery.py tests/flows/test_schedules.py tests/flows/test_server.py tests/flows/test_monitor_schedule.py $(PYTEST_ARGS)
 
 bench-estimators: $(STAMP)
 	$(BIN)/python benchmarks/bench_baselines.py

@@ -1,5 +1,5 @@
-"""The ``alsa-bench`` command line: ``estimate``, ``run``, ``report``, ``datasets``, ``fetch``
-and ``doctor``.
+"""The ``alsa-bench`` command line: ``estimate``, ``run``, ``report``, ``datasets``, ``fetch``,
+``doctor`` and ``monitor`` (:mod:`flows.monitor_cli`).
 
 ``estimate`` (bring your own logits, :mod:`flows.estimate_cli`) never imports Prefect; ``run``
 and ``report`` import it inside the command, after :func:`flows.configure_environment` has
@@ -45,6 +45,7 @@ from flows.calibrate_cli import calibrate_command
 from flows.doctor_cli import doctor_command
 from flows.estimate_cli import estimate_command
 from flows.fetch_cli import datasets_command, fetch_command
+from flows.monitor_cli import monitor_command
 from storage.errors import StorageError
 from tasks.methods import check_method_names
 from tasks.plan import RunOptions, run_option_fields
@@ -63,6 +64,7 @@ app.command("fetch")(fetch_command)
 app.command("datasets")(datasets_command)
 app.command("doctor")(doctor_command)
 app.command("calibrate")(calibrate_command)
+app.command("monitor")(monitor_command)
 
 T = TypeVar("T")
 

@@ -30,7 +30,7 @@ PACKAGES = ("flows", "tasks", "storage", "estimators")
 #: Layers from the top down; each layer is a tuple of sibling groups (dotted-name prefixes).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("flows",),
-    ("tasks.plan",),
+    ("tasks.plan", "tasks.monitor"),
     ("tasks.stages",),
     ("tasks.report",),
     ("tasks.methods", "tasks.catalog"),
