@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tasks.models",),
     ("tasks.data.targets", "tasks.data.fetch"),
     ("tasks.data.datasets", "tasks.data.shifts"),
+    ("tasks.data.finetune_weights",),
     ("tasks.data.families", "tasks.data.temporal", "tasks.data.pretrained_weights",
      "tasks.data.feature_cache"),
     ("tasks.data.spec", "tasks.data.files", "tasks.data.errors", "tasks.data.graphs",
