@@ -945,7 +945,7 @@ def gen_tinyimagenet(root: Path, scale: float, rng: np.random.Generator,
         for kind, n in done:
             counts[kind] = counts.get(kind, 0) + n
     else:
-        with ProcessPoolExecutor(workers, mp_context=get_context("fork"),
+        with ProcessPoolExecutor(workers, mp_context=get_context("forkserver"),
                                  initializer=_tiny_setup, initargs=(seed, c_labels)) as pool:
             for kind, n in pool.map(_tiny_task, tasks, chunksize=1):
                 counts[kind] = counts.get(kind, 0) + n

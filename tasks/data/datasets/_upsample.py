@@ -10,9 +10,10 @@ makes that conversion for ``uint8`` images ``(n, side, side, 3)``:
     border pixels repeated).
 
 Normalisation is affine per channel and bilinear weights sum to one, so normalising before or
-after the resize is the same up to float rounding; PIL's bilinear ``Resize`` of the authors'
-transform upsamples with the same triangle filter and rounds its result to ``uint8``, so the two
-differ by at most that rounding (checked by ``tests/tasks/test_tinyimagenet.py``).
+after the resize is the same up to float rounding. PIL's bilinear ``Resize`` of the authors'
+transform upsamples with the same triangle filter in two passes, rounding the intermediate and the
+final image to ``uint8``: the two differ by at most one grey level (a fifth of the pixels by one
+level; checked by ``tests/tasks/test_tinyimagenet.py``).
 
 The returned function has an ``on_device`` twin (what the image adapter calls on CUDA, see
 :mod:`tasks.models.modalities.image`): the raw ``uint8`` rows go to the GPU (a 49th of the bytes of

@@ -300,7 +300,7 @@ def read_train(root: Path | str) -> tuple[np.ndarray, np.ndarray]:
             raise ValueError(f"training class folder {str(train / wnid)!r} has no images/ "
                              f"folder (the release's layout: train/<wnid>/images/*.JPEG).")
         names = _images_in(images)
-        paths += [str(images / n) for n in names]
+        paths += [os.path.join(images, n) for n in names]
         labels += [label] * len(names)
     if not paths:
         raise ValueError(f"training folder {str(train)!r} holds no images in "
@@ -349,7 +349,7 @@ def read_val(root: Path | str) -> tuple[np.ndarray, np.ndarray]:
                          f"{str(images)!r} ({len(missing)} missing).")
     if not names:
         raise ValueError(f"validation folder {str(images)!r} holds no images.")
-    return (np.array([str(images / n) for n in names], dtype=str),
+    return (np.array([os.path.join(images, n) for n in names], dtype=str),
             np.array([label_of[n] for n in names], dtype=np.int64))
 
 
@@ -382,7 +382,7 @@ def read_corrupted(root: Path | str, corruption: str, severity: int
     for wnid in classes:
         label = _label(wnid, f"Tiny-ImageNet-C folder {str(folder / wnid)!r}")
         names = _images_in(folder / wnid)
-        paths += [str(folder / wnid / n) for n in names]
+        paths += [os.path.join(folder, wnid, n) for n in names]
         labels += [label] * len(names)
     if not paths:
         raise ValueError(f"Tiny-ImageNet-C folder {str(folder)!r} holds no images in <wnid>/ "
@@ -546,12 +546,10 @@ def raw_files(root: Path | str) -> list[Path]:
 
 
 def _manifest_text(root: Path, groups: Sequence[np.ndarray]) -> str:
-    base = Path(root).resolve()
-    lines = []
-    for paths in groups:
-        for p in paths:
-            path = Path(p).resolve()
-            lines.append(f"{path.relative_to(base).as_posix()}\t{path.stat().st_size}\n")
+    """``<relative path> TAB <size>`` of every image, sorted (the readers build every path from
+    ``str(root)``, so the relative path is the rest of the string: no resolving per file)."""
+    prefix = len(os.path.join(str(root), ""))
+    lines = [f"{p[prefix:]}\t{os.stat(p).st_size}\n" for paths in groups for p in paths.tolist()]
     return "".join(sorted(lines))
 
 

@@ -157,11 +157,15 @@ def build_finetuned(
             f"backbone {name!r} needs RGB inputs (3, height, width) with height and width >= "
             f"{entry.min_size}; got input_shape={shape}."
         )
+    path = weights_path(name, root)
+    present = path.is_file()
+    if not present and not random_init_allowed():
+        raise DatasetUnavailableError(missing_message(name, path))
+    if present:
+        _check_digest(entry, path)
     builder: Callable[..., nn.Module] = getattr(models, entry.arch)
     model = builder(weights=None)  # 1,000 ImageNet classes: the weights' shapes
-    path = weights_path(name, root)
-    if path.is_file():
-        _check_digest(entry, path)
+    if present:
         try:
             model.load_state_dict(_read_state_dict(path), strict=True)
         except RuntimeError as exc:
@@ -170,11 +174,9 @@ def build_finetuned(
                 f"weights file {str(path)!r} does not fit torchvision's {entry.arch}: "
                 f"{detail[:400]}"
             ) from None
-    elif random_init_allowed():
+    else:
         logger.warning("%s: %s is absent; random initialisation (ALSA_BENCH_RANDOM_INIT)",
                        name, path)
-    else:
-        raise DatasetUnavailableError(missing_message(name, path))
     return replace_head(model, n_classes).train()
 
 
