@@ -185,6 +185,7 @@ def test_cycle_finder(graph: dict[str, set[str]], expected: list[list[str]]) -> 
 
 def test_groups_resolve_by_longest_prefix() -> None:
     assert _group("tasks.data.datasets.cifar") == (7, "tasks.data.datasets")
-    assert _group("tasks.data.spec") == (9, "tasks.data.spec")
-    assert _group("tasks.runtime.threads") == (10, "tasks.runtime")
+    assert _group("tasks.data.finetune_weights") == (8, "tasks.data.finetune_weights")
+    assert _group("tasks.data.spec") == (10, "tasks.data.spec")
+    assert _group("tasks.runtime.threads") == (11, "tasks.runtime")
     assert _group("flows.cli") == (0, "flows")

@@ -215,3 +215,19 @@ def test_the_new_backbones_move_only_their_datasets_keys() -> None:
     files = {p.relative_to(PROJECT_ROOT).as_posix() for p in stage_files("train", dataset="cifar10")}
     assert {"tasks/models/backbones/finetuned.py", "tasks/data/finetune_weights.py",
             "tasks/data/datasets/_upsample.py"} <= files
+
+
+def test_alsa_bench_run_checks_the_weights_before_prefect_starts(state_home, monkeypatch) -> None:
+    """``alsa-bench run``'s check of online data (flows/cli.py), on a generated release."""
+    from benchmarks import synth_release
+    from flows.cli import _check_online
+    from tasks.plan import make_plans
+
+    synth_release.generate("tinyimagenet", state_home / "data", scale=0.001, jobs=1)
+    plans = make_plans(["tinyimagenet"], backbones=["resnet50"])
+    monkeypatch.delenv(fw.RANDOM_INIT_ENV, raising=False)
+    with pytest.raises(DatasetUnavailableError) as info:
+        _check_online(plans)
+    assert "alsa-bench fetch tinyimagenet" in str(info.value) and "\n" not in str(info.value)
+    monkeypatch.setenv(fw.RANDOM_INIT_ENV, "1")
+    _check_online(plans)  # a generated release may start from random weights
