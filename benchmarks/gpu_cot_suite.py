@@ -11,7 +11,8 @@ goes through the pipeline's own plain stage functions in this process, in a fres
    device);
 3. ``compute_logits`` + ``ingest_logits`` (extract: the validation split, every target split,
    penultimate features);
-4. ``compute_estimates`` + ``ingest_estimates`` for ``--methods`` (default ``ac atc cot``).
+4. ``compute_estimates`` + ``ingest_estimates`` for ``--methods`` (default ``ac atc-ne cot``:
+   the COT paper's AC, ATC (negative-entropy score) and COT).
 
 Per stage it records the wall time, images per second (train: training images x epochs over the
 training seconds the checkpoint's sidecar records; extract: logits rows over the stage's time),
@@ -215,6 +216,13 @@ def _run_one(dataset: str, backbone: str, args: argparse.Namespace, state: Path,
     return row
 
 
+def _fmt(value: Any) -> str:
+    """A figure for the table: "—" when it was not measured (no GPU, no nvidia-smi)."""
+    if value is None:
+        return "—"
+    return f"{value:,}" if isinstance(value, (int, float)) else str(value)
+
+
 def _markdown(result: dict[str, Any]) -> str:
     head = ("| run | train img/s | extract img/s (rows) | stage s: download / train / extract / "
             "estimate | torch peak GiB train / extract | GPU util % mean train / extract | "
@@ -227,12 +235,13 @@ def _markdown(result: dict[str, Any]) -> str:
     for r in result["runs"]:
         stages = " / ".join(str(r.get(f"{s}_s")) for s in ("download", "train", "extract",
                                                              "estimate"))
+        smi = [r.get(f"{s}_smi_memory_max_mib") for s in ("train", "extract")]
         lines.append(
-            f"| {r['dataset']}.{r['backbone']} | {r['train_img_per_s']:,} | "
-            f"{r['extract_img_per_s']:,} ({r['extract_rows']:,}) | {stages} | "
-            f"{r.get('train_torch_peak_gib')} / {r.get('extract_torch_peak_gib')} | "
-            f"{r.get('train_gpu_util_mean')} / {r.get('extract_gpu_util_mean')} | "
-            f"{max((r.get(f'{s}_smi_memory_max_mib') or 0) for s in ('train', 'extract'))} |")
+            f"| {r['dataset']}.{r['backbone']} | {_fmt(r['train_img_per_s'])} | "
+            f"{_fmt(r['extract_img_per_s'])} ({_fmt(r['extract_rows'])}) | {stages} | "
+            f"{_fmt(r.get('train_torch_peak_gib'))} / {_fmt(r.get('extract_torch_peak_gib'))} | "
+            f"{_fmt(r.get('train_gpu_util_mean'))} / {_fmt(r.get('extract_gpu_util_mean'))} | "
+            f"{_fmt(max((m for m in smi if m is not None), default=None))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -246,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     parser.add_argument("--epochs", type=int, default=None,
                         help="training epochs (default 2; 1 with --tiny)")
-    parser.add_argument("--methods", nargs="+", default=["ac", "atc", "cot"])
+    parser.add_argument("--methods", nargs="+", default=["ac", "atc-ne", "cot"])
     parser.add_argument("--batch-size", type=int, default=1024, help="extract batch size")
     parser.add_argument("--runs", nargs="+", default=[f"{d}.{b}" for d, b in RUNS],
                         help="dataset.backbone pairs (default: the three of issue 32)")
@@ -254,6 +263,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="state folder, kept (default: a temporary one, deleted afterwards)")
     args = parser.parse_args(argv)
     args.epochs = args.epochs or (1 if args.tiny else 2)
+    from tasks.methods import check_method_names
+
+    try:
+        check_method_names(args.methods)
+    except ValueError as exc:
+        print(f"gpu_cot_suite: --methods: {exc}", file=sys.stderr)
+        return 2
     runs = []
     for item in args.runs:
         dataset, _, backbone = item.partition(".")
