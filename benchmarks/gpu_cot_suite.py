@@ -15,7 +15,9 @@ goes through the pipeline's own plain stage functions in this process, in a fres
    the COT paper's AC, ATC (negative-entropy score) and COT).
 
 Per stage it records the wall time, images per second (train: training images x epochs over the
-training seconds the checkpoint's sidecar records; extract: logits rows over the stage's time),
+training seconds the checkpoint's sidecar records, data loading and model building included,
+and the steady rate over the epochs after the first, timed by the adapter's epoch log lines;
+extract: logits rows over the stage's time, split generation and features included),
 the peak GPU memory torch allocated (``torch.cuda.max_memory_allocated``), and the mean and peak
 GPU utilisation and memory that ``nvidia-smi`` reports, sampled every 200 ms in the background
 (``nvidia-smi --query-gpu=... -lms 200``). Before the runs it checks on the device that the
@@ -43,7 +45,9 @@ import argparse
 import csv
 import dataclasses
 import json
+import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -112,6 +116,29 @@ class SmiSampler:
             except ValueError:
                 continue
         return out
+
+
+class EpochClock(logging.Handler):
+    """When each training epoch ended: the image adapter logs ``<key> epoch i/n: train loss``
+    (logger ``tasks.stages.train``) after the epoch's last step, whose loss it has read back, so
+    the GPU is done with it."""
+
+    PATTERN: Final = re.compile(r" epoch (\d+)/(\d+): train loss ")
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.ends: list[float] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.PATTERN.search(record.getMessage()):
+            self.ends.append(record.created)
+
+    def steady_rate(self, n_train: int) -> float | None:
+        """Training images per second over the epochs after the first (which pays the cuDNN
+        autotuning and the first allocations); None with fewer than two epochs."""
+        if len(self.ends) < 2:
+            return None
+        return round(n_train * (len(self.ends) - 1) / max(self.ends[-1] - self.ends[0], 1e-9), 1)
 
 
 def _window(samples: list[tuple[float, float, float]], start: float, end: float) -> dict[str, Any]:
@@ -190,9 +217,16 @@ def _run_one(dataset: str, backbone: str, args: argparse.Namespace, state: Path,
         return result
 
     ref = phase("download", lambda: stage_dataset(dataset, state / "data"))
-    ckpt = phase("train", lambda: train_classifier(
-        ref, backbone, 0, epochs=args.epochs, device=args.device,
-        checkpoint_dir=checkpoint_dir(), progress=False))
+    clock = EpochClock()
+    train_logger = logging.getLogger("tasks.stages.train")
+    train_logger.addHandler(clock)
+    train_logger.setLevel(logging.INFO)
+    try:
+        ckpt = phase("train", lambda: train_classifier(
+            ref, backbone, 0, epochs=args.epochs, device=args.device,
+            checkpoint_dir=checkpoint_dir(), progress=False))
+    finally:
+        train_logger.removeHandler(clock)
     sidecar = read_sidecar(Path(ckpt.path))
     meta = torch.load(ckpt.path, map_location="cpu", weights_only=True)["meta"]
     row["n_train"] = int(meta["n_train"])
@@ -200,6 +234,7 @@ def _run_one(dataset: str, backbone: str, args: argparse.Namespace, state: Path,
     row["val_accuracy"] = round(float(sidecar["val_accuracy"]), 4)
     row["train_img_per_s"] = round(meta["n_train"] * meta["epochs_run"]
                                    / max(sidecar["train_seconds"], 1e-9), 1)
+    row["train_steady_img_per_s"] = clock.steady_rate(int(meta["n_train"]))
     logits = phase("extract", lambda: ingest_logits(compute_logits(
         ckpt, suite=dataset, device=args.device, batch_size=args.batch_size)))
     from storage.db import connect
@@ -224,7 +259,8 @@ def _fmt(value: Any) -> str:
 
 
 def _markdown(result: dict[str, Any]) -> str:
-    head = ("| run | train img/s | extract img/s (rows) | stage s: download / train / extract / "
+    head = ("| run | train img/s: stage / steady | extract img/s (rows) | stage s: download / "
+            "train / extract / "
             "estimate | torch peak GiB train / extract | GPU util % mean train / extract | "
             "nvidia-smi memory max MiB |")
     lines = [f"{'TINY CHECK (CPU): not throughput figures. ' if result['tiny'] else ''}"
@@ -237,7 +273,8 @@ def _markdown(result: dict[str, Any]) -> str:
                                                              "estimate"))
         smi = [r.get(f"{s}_smi_memory_max_mib") for s in ("train", "extract")]
         lines.append(
-            f"| {r['dataset']}.{r['backbone']} | {_fmt(r['train_img_per_s'])} | "
+            f"| {r['dataset']}.{r['backbone']} | {_fmt(r['train_img_per_s'])} / "
+            f"{_fmt(r.get('train_steady_img_per_s'))} | "
             f"{_fmt(r['extract_img_per_s'])} ({_fmt(r['extract_rows'])}) | {stages} | "
             f"{_fmt(r.get('train_torch_peak_gib'))} / {_fmt(r.get('extract_torch_peak_gib'))} | "
             f"{_fmt(r.get('train_gpu_util_mean'))} / {_fmt(r.get('extract_gpu_util_mean'))} | "

@@ -40,6 +40,7 @@ def test_nvidia_smi_samples_are_parsed_and_windowed(tmp_path: Path) -> None:
 
 def test_the_table_has_one_row_per_run_and_dashes_for_what_was_not_measured() -> None:
     run = {"dataset": "cifar10", "backbone": "resnet50", "train_img_per_s": 1234.5,
+           "train_steady_img_per_s": None,
            "extract_img_per_s": 5000.0, "extract_rows": 97000, "download_s": 0.1, "train_s": 4.0,
            "extract_s": 19.4, "estimate_s": 2.0, "train_torch_peak_gib": 9.5,
            "extract_torch_peak_gib": None, "train_gpu_util_mean": 88.0,
@@ -48,6 +49,23 @@ def test_the_table_has_one_row_per_run_and_dashes_for_what_was_not_measured() ->
                             "epochs": 2, "scales": {"cifar10": 0.1}, "generate_s": {},
                             "upsampling_parity": {}, "runs": [run]})
     row = text.splitlines()[-1]
-    assert row.startswith("| cifar10.resnet50 | 1,234.5 | 5,000.0 (97,000) | 0.1 / 4.0 / 19.4 / 2.0")
+    assert row.startswith("| cifar10.resnet50 | 1,234.5 / — | 5,000.0 (97,000) | 0.1 / 4.0 / 19.4 / 2.0")
     assert "9.5 / —" in row and "88.0 / —" in row and row.endswith("| 11,000.0 |")
     assert "TINY" not in text
+
+
+def test_the_epoch_clock_reads_the_adapters_log_lines() -> None:
+    import logging
+
+    clock = suite.EpochClock()
+    for created, message in ((10.0, "cifar10.resnet50.s0 epoch 1/3: train loss 2.3000"),
+                             (11.0, "cifar10.resnet50.s0 epoch 1: val acc 0.1000 (best ...)"),
+                             (14.0, "cifar10.resnet50.s0 epoch 2/3: train loss 2.1000"),
+                             (18.0, "cifar10.resnet50.s0 epoch 3/3: train loss 2.0000")):
+        record = logging.LogRecord("tasks.stages.train", logging.INFO, __file__, 1, message, None,
+                                   None)
+        record.created = created
+        clock.emit(record)
+    assert clock.ends == [10.0, 14.0, 18.0]
+    assert clock.steady_rate(1000) == 250.0  # 2 epochs of 1,000 images in 8 s
+    assert suite.EpochClock().steady_rate(1000) is None

@@ -226,6 +226,8 @@ def test_missing_and_malformed_releases_say_what_is_wrong(release: Path, tmp_pat
     (release / tiny.DATASET_DIR / "val" / "images" / "val_0.JPEG").write_bytes(b"not a jpeg")
     with pytest.raises(ValueError, match="cannot be decoded"):
         tiny.decode_images(tiny.read_val(release)[0])
+    with pytest.raises(DatasetUnavailableError, match="does not exist.*fetch tinyimagenet --force"):
+        tiny.decode_images([str(release / "gone.JPEG")])
 
     stray = release / tiny.C_DIR / "fog" / "1" / "n00000000"
     stray.mkdir()

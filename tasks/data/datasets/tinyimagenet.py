@@ -73,8 +73,9 @@ from typing import Final
 
 import numpy as np
 
-from tasks.data.datasets._online import require_files
+from tasks.data.datasets._online import fetch_hint, require_files
 from tasks.data.datasets._upsample import UPSAMPLED_SIZE, upsampling_inputs
+from tasks.data.errors import DatasetUnavailableError
 from tasks.data.families import ShiftFamily, TargetSplitSpec
 from tasks.data.files import atomic_target
 from tasks.data.finetune_weights import FINETUNE_WEIGHTS
@@ -199,9 +200,8 @@ CLASS_NAMES: Final[tuple[str, ...]] = (
 )
 
 # Published checksums. tiny-imagenet-200.zip: no checksum is published by the release page; the
-# MD5 is the one every Tiny ImageNet loader pins (e.g. the torchvision-style ``TinyImageNet``
-# datasets of public projects) and the size that of the same file measured by an independent
-# audit. Tiny-ImageNet-C.tar: the MD5 and size listed with the file on Zenodo (as pinned by
+# MD5 is the one public Tiny ImageNet loaders pin (the torchvision-style ``TinyImageNet`` datasets
+# of several projects) and the size that of the same file measured by an independent audit. Tiny-ImageNet-C.tar: the MD5 and size listed with the file on Zenodo (as pinned by
 # torch-uncertainty's ``TinyImageNetC`` for the record's later version 8206060, which adds
 # ``Tiny-ImageNet-C-extra.tar`` beside the same archive, and measured by an independent audit);
 # the URL is the official record 2536630 (hendrycks/robustness README). No SHA-256 is published
@@ -396,6 +396,11 @@ def _decode_one(path: str) -> np.ndarray:
     try:
         with Image.open(path) as img:
             rgb = img.convert("RGB")
+    except FileNotFoundError:
+        raise DatasetUnavailableError(
+            f"image {path!r} does not exist; the release changed since it was listed: run "
+            f"`{fetch_hint(NAME)} --force`."
+        ) from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
         raise ValueError(
             f"image {path!r} cannot be decoded ({type(exc).__name__}: {exc}); the file is "
@@ -423,6 +428,8 @@ def decode_images(paths: Sequence[str] | np.ndarray, threads: int | None = None)
     ------
     ValueError
         If a file is not a readable 64 x 64 image (naming it).
+    DatasetUnavailableError
+        If a file does not exist.
     """
     items = [str(p) for p in np.asarray(paths, dtype=object).reshape(-1)]
     out = np.empty((len(items), SIDE, SIDE, 3), dtype=np.uint8)
