@@ -332,3 +332,34 @@ def test_fetch_installs_both_releases_and_the_weights(server, monkeypatch, tmp_p
     assert status.present and status.fetchable and not status.synthetic
     fetch_dataset("tinyimagenet", root, progress=False)  # the markers match: no download
     assert len(server.requests) == 3
+
+
+def test_the_adapter_upsamples_on_the_device_for_cuda_batches(monkeypatch) -> None:
+    """A CUDA batch of the COT backbones' inputs goes to the device as small uint8 rows and is
+    upsampled there (the copy to a GPU this machine lacks is faked); CPU batches convert here."""
+    from tasks.models.modalities import image
+
+    spec = get_dataset_spec("cifar10").for_backbone("resnet50")
+    images = np.random.default_rng(2).integers(0, 256, (3, 32, 32, 3), dtype=np.uint8)
+    sent: list[tuple[torch.device, torch.dtype, tuple[int, ...]]] = []
+    real_to = torch.Tensor.to
+
+    def fake_to(self, *args, **kwargs):
+        if args and isinstance(args[0], torch.device) and args[0].type == "cuda":
+            sent.append((args[0], self.dtype, tuple(self.shape)))
+            return self
+        return real_to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", fake_to)
+    xb = image._batch(spec, images, torch.device("cuda"))
+    assert sent == [(torch.device("cuda"), torch.uint8, (3, 32, 32, 3))]
+    assert tuple(xb.shape) == (3, 3, 224, 224)
+    assert xb.is_contiguous(memory_format=torch.channels_last)
+    np.testing.assert_array_equal(xb.numpy(), spec.to_inputs(images))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_upsampling_on_cuda_matches_the_cpu() -> None:
+    images = np.random.default_rng(3).integers(0, 256, (64, 64, 64, 3), dtype=np.uint8)
+    gpu = tiny.to_inputs.on_device(torch.from_numpy(images).cuda()).cpu().numpy()
+    np.testing.assert_allclose(gpu, tiny.to_inputs(images), rtol=0, atol=1e-5)

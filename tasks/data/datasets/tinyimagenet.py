@@ -47,7 +47,7 @@ a corruption's 10,000 when its split is made; in ``--loader-workers`` threads, n
 into ``uint8`` arrays ``(n, 64, 64, 3)``: 1.2 GB for the source, 123 MB a split. The networks see
 them upsampled to 224 with ImageNet's statistics (:mod:`tasks.data.datasets._upsample`, on the
 GPU when there is one). Tiny-ImageNet-C's splits are views of the release and are not copied
-into the shift cache; decoding one takes about 2 s on one core.
+into the shift cache; decoding one takes 2-4 s on one core.
 
 Fetch
 -----
