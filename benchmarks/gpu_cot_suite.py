@@ -52,7 +52,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any, Final
@@ -175,7 +174,8 @@ def _parity(device: Any) -> dict[str, Any]:
 
     out = {}
     rng = np.random.default_rng(0)
-    for dataset, backbone, side in (("cifar10", "resnet50", 32), ("tinyimagenet", "resnet18-ft", 64)):
+    for dataset, backbone, side in (("cifar10", "resnet50", 32),
+                                    ("tinyimagenet", "resnet18-ft", 64)):
         fn = get_dataset_spec(dataset).for_backbone(backbone).to_inputs
         x = rng.integers(0, 256, (256, side, side, 3), dtype=np.uint8)
         cpu = fn(x)

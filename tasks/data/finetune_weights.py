@@ -210,7 +210,8 @@ def missing_message(name: str, path: Path, dataset: str | None = None) -> str:
 
 
 def check_weights(backbones: Iterable[str], dataset: str, root: Path | str | None = None) -> None:
-    """Before a run: every fine-tuned backbone of ``backbones`` has its weights, or may start random.
+    """Before a run: each fine-tuned backbone of ``backbones`` has its weights, or may start
+    from random initialisation.
 
     Parameters
     ----------

@@ -49,7 +49,8 @@ def test_the_table_has_one_row_per_run_and_dashes_for_what_was_not_measured() ->
                             "epochs": 2, "scales": {"cifar10": 0.1}, "generate_s": {},
                             "upsampling_parity": {}, "runs": [run]})
     row = text.splitlines()[-1]
-    assert row.startswith("| cifar10.resnet50 | 1,234.5 / — | 5,000.0 (97,000) | 0.1 / 4.0 / 19.4 / 2.0")
+    assert row.startswith(
+        "| cifar10.resnet50 | 1,234.5 / — | 5,000.0 (97,000) | 0.1 / 4.0 / 19.4 / 2.0")
     assert "9.5 / —" in row and "88.0 / —" in row and row.endswith("| 11,000.0 |")
     assert "TINY" not in text
 

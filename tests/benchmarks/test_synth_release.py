@@ -104,7 +104,8 @@ def test_tinyimagenet_is_both_releases_in_their_layouts(root: Path, tmp_path: Pa
     box = (base / "train" / wnid / f"{wnid}_boxes.txt").read_text().splitlines()[0].split("\t")
     assert box[0] == f"{wnid}_0.JPEG" and len(box) == 5
     note = (base / "val" / "val_annotations.txt").read_text().splitlines()
-    assert len(note) == 20 and note[0].split("\t")[0] == "val_0.JPEG" and len(note[0].split("\t")) == 6
+    fields = note[0].split("\t")
+    assert len(note) == 20 and fields[0] == "val_0.JPEG" and len(fields) == 6
     assert len(list((base / "test" / "images").glob("test_*.JPEG"))) == 20
     with Image.open(base / "val" / "images" / "val_0.JPEG") as img:
         assert (img.format, img.size) == ("JPEG", (64, 64))

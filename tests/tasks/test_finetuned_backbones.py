@@ -84,7 +84,8 @@ def test_recipe_is_the_authors_and_inputs_must_be_rgb(random_init) -> None:
 
 
 # ----------------------------------------------------------------------------------- weights
-def _write_resnet18(folder: Path, monkeypatch: pytest.MonkeyPatch, *, full: bool) -> tuple[Path, dict]:
+def _write_resnet18(folder: Path, monkeypatch: pytest.MonkeyPatch, *,
+                    full: bool) -> tuple[Path, dict]:
     """A ResNet18 ImageNet-shaped state dict under the real file name, pinned in the table."""
     torch.manual_seed(11)
     state = tvm.resnet18(weights=None).state_dict()
@@ -212,7 +213,8 @@ def test_the_new_backbones_move_only_their_datasets_keys() -> None:
             files = {p.relative_to(PROJECT_ROOT).as_posix()
                      for p in stage_files(stage, dataset=dataset)}
             assert not files & new, (dataset, stage, files & new)
-    files = {p.relative_to(PROJECT_ROOT).as_posix() for p in stage_files("train", dataset="cifar10")}
+    files = {p.relative_to(PROJECT_ROOT).as_posix()
+             for p in stage_files("train", dataset="cifar10")}
     assert {"tasks/models/backbones/finetuned.py", "tasks/data/finetune_weights.py",
             "tasks/data/datasets/_upsample.py"} <= files
 

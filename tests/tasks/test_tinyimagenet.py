@@ -29,7 +29,7 @@ from tasks.data.errors import DatasetUnavailableError
 from tasks.data.fetch import fetch_dataset
 from tasks.data.spec import RemoteFile
 from tasks.data.targets import generate_split, get_target_split, target_splits
-from tests.tasks.test_fetch import _Server, server  # noqa: F401  (the fixture)
+from tests.tasks.test_fetch import server  # noqa: F401  (the fixture)
 
 #: Training classes of the fake release (labels 0, 22 and 199 of wnids.txt).
 TRAIN_CLASSES = (0, 22, 199)
@@ -298,7 +298,8 @@ def _archives(root: Path) -> tuple[bytes, bytes]:
     return zbuf.getvalue(), tbuf.getvalue()
 
 
-def test_fetch_installs_both_releases_and_the_weights(server, monkeypatch, tmp_path) -> None:  # noqa: F811
+def test_fetch_installs_both_releases_and_the_weights(
+        server, monkeypatch, tmp_path) -> None:  # noqa: F811 (the imported fixture)
     made = tmp_path / "made"
     write_release(made)
     zipped, tarred = _archives(made)

@@ -201,7 +201,8 @@ CLASS_NAMES: Final[tuple[str, ...]] = (
 
 # Published checksums. tiny-imagenet-200.zip: no checksum is published by the release page; the
 # MD5 is the one public Tiny ImageNet loaders pin (the torchvision-style ``TinyImageNet`` datasets
-# of several projects) and the size that of the same file measured by an independent audit. Tiny-ImageNet-C.tar: the MD5 and size listed with the file on Zenodo (as pinned by
+# of several projects) and the size that of the same file measured by an independent audit.
+# Tiny-ImageNet-C.tar: the MD5 and size listed with the file on Zenodo (as pinned by
 # torch-uncertainty's ``TinyImageNetC`` for the record's later version 8206060, which adds
 # ``Tiny-ImageNet-C-extra.tar`` beside the same archive, and measured by an independent audit);
 # the URL is the official record 2536630 (hendrycks/robustness README). No SHA-256 is published
