@@ -353,9 +353,10 @@ def _method_params(
 
 def _check_online(plans: Sequence[Any]) -> None:
     """Fail fast, before Prefect starts, when an online dataset or the pretrained weights a
-    backbone loads (DistilBERT) are not on this machine."""
+    backbone loads (DistilBERT; the COT backbones' ImageNet weights) are not on this machine."""
     from storage.paths import data_dir
     from tasks.data.datasets import get_dataset_spec
+    from tasks.data.finetune_weights import check_weights as check_imagenet_weights
 
     for plan in plans:
         for name in plan.datasets:
@@ -366,6 +367,8 @@ def _check_online(plans: Sequence[Any]) -> None:
                 from tasks.models.backbones.distilbert import check_weights
 
                 check_weights()  # one line: what is missing, where it looked, how to get it
+            # resnet18-ft, resnet50, vgg11: the weights, or ALSA_BENCH_RANDOM_INIT on generated data
+            check_imagenet_weights(plan.backbones_of(name), name, data_dir())
 
 
 def _check_data_provenance(plans: Sequence[Any]) -> None:

@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tasks.models",),
     ("tasks.data.targets", "tasks.data.fetch"),
     ("tasks.data.datasets", "tasks.data.shifts"),
+    ("tasks.data.finetune_weights",),
     ("tasks.data.families", "tasks.data.temporal", "tasks.data.pretrained_weights",
      "tasks.data.feature_cache"),
     ("tasks.data.spec", "tasks.data.files", "tasks.data.errors", "tasks.data.graphs",
@@ -224,10 +225,11 @@ def test_cycle_finder(graph: dict[str, set[str]], expected: list[list[str]]) -> 
 
 def test_groups_resolve_by_longest_prefix() -> None:
     assert _group("tasks.data.datasets.cifar") == (7, "tasks.data.datasets")
-    assert _group("tasks.data.spec") == (9, "tasks.data.spec")
-    assert _group("tasks.runtime.threads") == (10, "tasks.runtime")
+    assert _group("tasks.data.finetune_weights") == (8, "tasks.data.finetune_weights")
+    assert _group("tasks.data.spec") == (10, "tasks.data.spec")
+    assert _group("tasks.runtime.threads") == (11, "tasks.runtime")
     assert _group("flows.cli") == (0, "flows")
-    assert _group("estimators") == (12, "estimators")
-    assert _group("estimators.trust.auto") == (13, "estimators.trust")
-    assert _group("estimators.methods.alsa.kernels") == (14, "estimators.methods")
-    assert _group("estimators.core.base") == (16, "estimators.core")
+    assert _group("estimators") == (13, "estimators")
+    assert _group("estimators.trust.auto") == (14, "estimators.trust")
+    assert _group("estimators.methods.alsa.kernels") == (15, "estimators.methods")
+    assert _group("estimators.core.base") == (17, "estimators.core")

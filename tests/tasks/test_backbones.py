@@ -15,9 +15,13 @@ from tasks.models.backbones import (
 )
 
 IMAGE = ("mlp", "lenet", "resnet", "resnet18", "cnn3", "alexnet", "mobilenet_v2",
-         "efficientnet_b0")
-#: Backbones trained here (the pretrained ones load published weights: tests/tasks/test_imagenet.py).
-TRAINABLE = sorted(n for n, s in BACKBONES.items() if not s.pretrained)
+         "efficientnet_b0", "resnet18-ft", "resnet50", "vgg11")
+#: The COT paper's backbones, fine-tuned from ImageNet weights at 224 pixels: tested in
+#: tests/tasks/test_finetuned_backbones.py (built on the meta device; VGG11 has 129 M parameters).
+FINETUNED = ("resnet18-ft", "resnet50", "vgg11")
+#: Backbones trained here from scratch (the pretrained ones load published weights:
+#: tests/tasks/test_imagenet.py).
+TRAINABLE = sorted(n for n, s in BACKBONES.items() if not s.pretrained and n not in FINETUNED)
 #: Input shape of an image backbone in these tests (ResNet18 needs 3 x 32 x 32 or more).
 IMAGE_SHAPES = {"resnet18": (3, 32, 32), "cnn3": (3, 28, 28)}
 GRAPH = ("gcn", "sage", "gat", "gin")
