@@ -47,6 +47,7 @@ from tasks.data.spec import SourceSplits, TargetPool
 
 __all__ = [
     "ZOO_ARCHIVES",
+    "grey_to_inputs",
     "grouped_splits",
     "require_file",
     "stage_zoo_member",
@@ -228,3 +229,20 @@ def grouped_splits(
 def natural_targets(names: Mapping[int, tuple[str, str]]) -> tuple[tuple[str, str, int], ...]:
     """``DatasetSpec.natural_targets`` from ``{group: (split name, shift name)}``."""
     return tuple((split, shift, int(g)) for g, (split, shift) in sorted(names.items()))
+
+
+def grey_to_inputs(images: np.ndarray) -> np.ndarray:
+    """``uint8`` grey images ``(n, h, w)`` to ``float32`` inputs ``(n, 1, h, w)``, standardised
+    with the fixed values 0.5 / 0.5 (``x / 255`` mapped to ``[-1, 1]``), the same for every zoo
+    image dataset so that nothing is fitted to the data.
+
+    Raises
+    ------
+    ValueError
+        If ``images`` is not a 3-d ``uint8`` array.
+    """
+    images = np.asarray(images)
+    if images.ndim != 3 or images.dtype != np.uint8:
+        raise ValueError(f"images must be a uint8 array (n, height, width); got {images.dtype} "
+                         f"{images.shape}.")
+    return ((images.astype(np.float32) / 255.0 - 0.5) / 0.5)[:, None]
