@@ -41,6 +41,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+import tarfile
+
 import numpy as np
 
 from storage.hashing import file_sha256
@@ -53,6 +55,7 @@ __all__ = [
     "grouped_splits",
     "require_file",
     "stage_zoo_member",
+    "stage_zoo_members",
     "stratified_parts",
     "zoo_archive",
 ]
@@ -109,6 +112,34 @@ def stage_zoo_member(archive: str, member: str, dest: Path, sha256: str) -> Path
         return dest
     return stage_bytes(read_member(zoo_archive(archive), member), dest, sha256,
                        f"{archive}:{member}")
+
+
+def stage_zoo_members(archive: str, members: Mapping[str, tuple[Path, str]]) -> list[Path]:
+    """Stage several members of one zoo ``.tar.gz`` archive in one pass over it.
+
+    ``members`` maps a member name to ``(destination, pinned SHA-256)``; members already in
+    place are skipped, and the archive is opened only when one is missing.
+
+    Raises
+    ------
+    ValueError
+        If a member is missing, not a regular file, or its digest differs.
+    """
+    todo = {m: d for m, d in members.items() if not (d[0].is_file()
+                                                      and file_sha256(d[0]) == d[1])}
+    if todo:
+        with tarfile.open(zoo_archive(archive), "r:gz") as tar:
+            for info in tar:
+                if info.name in todo:
+                    if not info.isfile():
+                        raise ValueError(f"{archive}: {info.name!r} is not a regular file.")
+                    handle = tar.extractfile(info)
+                    assert handle is not None
+                    dest, sha256 = todo.pop(info.name)
+                    stage_bytes(handle.read(), dest, sha256, f"{archive}:{info.name}")
+        if todo:
+            raise ValueError(f"{archive} holds no member(s) {sorted(todo)}.")
+    return [dest for dest, _ in members.values()]
 
 
 def require_file(path: Path, suite: str) -> Path:

