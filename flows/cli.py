@@ -25,6 +25,7 @@ Examples
     alsa-bench run                                  # default suite, every backbone, seed 0
     alsa-bench run --backbone lenet --seeds 3       # one backbone, seeds 0, 1, 2
     alsa-bench run --refresh estimate               # re-run estimate and report only
+    alsa-bench run --suite zoo                      # every zoo-* suite (not in the default)
     alsa-bench report --to-docs                     # docs/BENCHMARK.md from the latest report
 """
 
@@ -334,7 +335,9 @@ def _precheck_online(suites: Sequence[str], datasets: Sequence[str]) -> None:
         return
     from storage.paths import data_dir
     from tasks.data.datasets import DATASETS
+    from tasks.plan import expand_suites
 
+    suites = expand_suites(suites)  # a group (--suite zoo) stands for its suites
     for spec in DATASETS.values():
         if spec.suite in suites and spec.online and (not datasets or spec.name in datasets):
             spec.stage(data_dir())

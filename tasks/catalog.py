@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from storage.paths import data_dir
-from tasks.data.datasets import get_dataset_spec
+from tasks.data.datasets import default_suites, get_dataset_spec, suite_group
 from tasks.data.synthetic import is_synthetic
 
 logger = logging.getLogger(__name__)
@@ -44,6 +44,14 @@ class DatasetStatus:
     synthetic : bool
         Whether the data root holds a generated release of it (``benchmarks/synth_release.py``,
         marked by :func:`tasks.data.synthetic.marker_path`), not the real one.
+    group : str
+        The suite group whose ``--suite`` runs it (``"zoo"`` for a ``zoo-*`` suite), "" if none.
+    in_default_bench : bool
+        Whether the default benchmark (``alsa-bench run`` with no ``--suite``) runs it.
+    source_package : str
+        The package that ships the data, or ``"generated"`` ("" if not declared).
+    licence : str
+        The data's licence ("" if not declared).
     """
 
     name: str
@@ -56,6 +64,10 @@ class DatasetStatus:
     paper_row: str
     fetchable: bool
     synthetic: bool = False
+    group: str = ""
+    in_default_bench: bool = True
+    source_package: str = ""
+    licence: str = ""
 
     def to_record(self) -> dict[str, Any]:
         """A JSON-ready dict with stable keys (``backbones`` as a list)."""
@@ -105,6 +117,10 @@ def dataset_status(name: str, root: Path | str | None = None) -> DatasetStatus:
         paper_row=spec.paper_row,
         fetchable=bool(spec.sources),
         synthetic=is_synthetic(base, spec.name),
+        group=suite_group(spec.suite),
+        in_default_bench=spec.suite in default_suites(),
+        source_package=spec.source_package,
+        licence=spec.licence,
     )
 
 

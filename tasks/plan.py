@@ -28,6 +28,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final
 
+from tasks.data.datasets import SUITE_GROUPS, default_suites, group_suites
 from tasks.methods import methods_for_modality
 from tasks.stages.versions import REFRESH_ALL, STAGES, parse_refresh
 
@@ -36,7 +37,11 @@ __all__ = [
     "PIPELINE_OPTIONS",
     "BenchmarkPlan",
     "RunOptions",
+    "SUITE_GROUPS",
     "check_until",
+    "default_suites",
+    "expand_suites",
+    "group_suites",
     "last_stage_needs_runs",
     "make_plan",
     "make_plans",
@@ -60,18 +65,21 @@ def suite_datasets(suite: str) -> tuple[str, ...]:
     Raises
     ------
     ValueError
-        If no dataset belongs to ``suite`` (the message lists the suites).
+        If no dataset belongs to ``suite`` (the message lists the suites and the groups).
     """
     from tasks.data.datasets import DATASETS, available_suites
 
     names = tuple(name for name, spec in DATASETS.items() if spec.suite == suite)
     if not names:
-        raise ValueError(f"suite must be one of {', '.join(available_suites())}; got {suite!r}.")
+        groups = f"; or a group: {', '.join(SUITE_GROUPS)}" if SUITE_GROUPS else ""
+        raise ValueError(
+            f"suite must be one of {', '.join(available_suites())}{groups}; got {suite!r}."
+        )
     return names
 
 
 def suite_modality(suite: str) -> str:
-    """The modality of a suite's datasets (a suite never mixes modalities).
+    """The modality of a suite's datasets (a suite never mixes modalities; a group may).
 
     Raises
     ------
@@ -86,23 +94,29 @@ def suite_modality(suite: str) -> str:
     return modalities.pop()
 
 
-def offline_suites() -> tuple[str, ...]:
-    """Suites whose every dataset installs offline (``make bench``'s default), registry order."""
-    from tasks.data.datasets import DATASETS, available_suites
+def expand_suites(suites: Sequence[str]) -> list[str]:
+    """``suites`` with every group replaced by its suites (:func:`group_suites`), in order,
+    each suite once; names that are not groups are kept as given (checked later)."""
+    out: list[str] = []
+    for name in suites:
+        out.extend(group_suites(name) if name in SUITE_GROUPS else (name,))
+    return list(dict.fromkeys(out))
 
-    return tuple(
-        s for s in available_suites()
-        if all(not spec.online for spec in DATASETS.values() if spec.suite == s)
-    )
+
+def offline_suites() -> tuple[str, ...]:
+    """The default benchmark's suites (:func:`default_suites`; the name is kept for callers):
+    every dataset offline, none kept out of the default like the zoo."""
+    return default_suites()
 
 
 def _suite_help() -> str:
     from tasks.data.datasets import available_suites
 
-    offline = offline_suites()
+    offline = default_suites()
     default = ", ".join(offline[:-1]) + " and " + offline[-1] if len(offline) > 1 else offline[0]
-    return (f"Benchmark suite (repeatable): {', '.join(available_suites())}; default every "
-            f"offline suite ({default}).")
+    groups = "".join(f"; {g} runs every {g}-* suite ({what})" for g, what in SUITE_GROUPS.items())
+    return (f"Benchmark suite (repeatable): {', '.join(available_suites())}{groups}; default "
+            f"every offline suite ({default}).")
 
 
 # ------------------------------------------------------------------------------------ options
@@ -415,10 +429,13 @@ def make_plans(
 ) -> list[BenchmarkPlan]:
     """Plans for several suites at once (the CLI's repeatable ``--suite``).
 
-    With no suites, every offline suite (:func:`offline_suites`) is a candidate; then explicit
-    ``backbones`` and ``datasets`` pick the suites they belong to (``--backbone gat`` alone
-    runs the graph suite). With explicit suites every given backbone must fit some suite and
-    every suite must get one; each suite keeps the given backbones of its modality.
+    With no suites, every suite of the default benchmark (:func:`default_suites`) is a
+    candidate; then explicit ``backbones`` and ``datasets`` pick the suites they belong to
+    (``--backbone gat`` alone runs the graph suite). A group (``zoo``, :data:`SUITE_GROUPS`)
+    stands for its suites, which are candidates in the same way: ``--suite zoo --backbone
+    gcn`` runs the zoo's graph suites. With explicitly named suites every given backbone must
+    fit some suite and every named suite must get one; each suite keeps the given backbones of
+    its modality.
 
     Raises
     ------
@@ -429,7 +446,9 @@ def make_plans(
     from tasks.models.backbones import available_backbones, get_backbone_spec
 
     explicit = suites is not None and len(suites) > 0
-    chosen = list(_unique(suites, "suites")) if explicit else list(offline_suites())
+    given = _unique(suites, "suites") if explicit else []
+    chosen = expand_suites(given) if explicit else list(default_suites())
+    named = {s for s in given if s not in SUITE_GROUPS}  # suites named, not through a group
     for s in chosen:
         suite_datasets(s)
     if datasets:
@@ -441,6 +460,7 @@ def make_plans(
                     f"datasets must belong to the chosen suites ({', '.join(chosen)}); got "
                     f"{', '.join(map(repr, stray))}."
                 )
+            chosen = [s for s in chosen if s in wanted or s in named]
         if explicit:
             idle = [s for s in chosen if s not in wanted]
             if idle:
@@ -469,7 +489,7 @@ def make_plans(
                             for s in chosen) + "."
             )
         if explicit or datasets:
-            empty = [s for s in chosen if not fits[s]]
+            empty = [s for s in chosen if not fits[s] and (s in named or not explicit)]
             if empty:
                 s = empty[0]
                 raise ValueError(

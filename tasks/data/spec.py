@@ -229,6 +229,17 @@ class DatasetSpec:
         Shift-family implementations that only this dataset uses (CIFAR-10-C read from its
         ``.npy`` files); they take precedence over the registry's implementation of the same
         family for the dataset's modality (:func:`tasks.data.targets.family_implementation`).
+    source_package : str, default ""
+        Where the data comes from on this machine: the PyPI or Debian package that ships it
+        (``"scikit-learn==1.9.1 (PyPI)"``), or ``"generated"`` for a seeded generator;
+        ``alsa-bench datasets`` shows it. "" when not declared.
+    licence : str, default ""
+        The licence of the data (not of the package's code, where they differ), as the
+        package or the data's authors state it; ``alsa-bench datasets`` shows it.
+    in_default_bench : bool, default True
+        Whether the dataset's suite may run in the default benchmark (``alsa-bench run`` with
+        no ``--suite``, so ``make bench``). False keeps the whole suite out of it (the zoo:
+        :func:`tasks.plan.default_suites`); ``--suite`` still runs it.
     """
 
     name: str
@@ -258,6 +269,9 @@ class DatasetSpec:
     backbone_inputs: Mapping[str, Callable[[np.ndarray], np.ndarray]] = field(
         default_factory=lambda: MappingProxyType({}), compare=False, repr=False
     )
+    source_package: str = ""
+    licence: str = ""
+    in_default_bench: bool = True
 
     def for_backbone(self, backbone: str) -> DatasetSpec:
         """The spec as ``backbone`` sees it: ``to_inputs`` replaced when

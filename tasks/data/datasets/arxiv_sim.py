@@ -507,6 +507,8 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
     DatasetSpec(
         name="arxiv-sim",
         suite="graph",
+        source_package="generated (seeded; numpy)",
+        licence="generated here (project licence)",
         description=(
             "synthetic growing citation graph shaped like ogbn-arxiv (30k papers 1991-2020, "
             "10 classes, drifting features, homophily and priors)"

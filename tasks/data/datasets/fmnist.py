@@ -512,6 +512,8 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
     DatasetSpec(
         name="fmnist",
         suite="fmnist",
+        source_package="dataset-fashion-mnist (Debian)",
+        licence="MIT (Fashion-MNIST, Zalando SE)",
         description=(
             "Fashion-MNIST, 10 classes; imbalanced 1:3 source, corruptions, label shift, "
             "MNIST-M style photo blend"
@@ -532,6 +534,8 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
     DatasetSpec(
         name="fmnist-coarse",
         suite="fmnist",
+        source_package="dataset-fashion-mnist (Debian)",
+        licence="MIT (Fashion-MNIST, Zalando SE)",
         description=(
             "Fashion-MNIST remapped to 3 coarse classes (tops / footwear / other); "
             "novel sub-classes in the targets (BREEDS style)"
@@ -552,6 +556,8 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
     DatasetSpec(
         name="fmnist-binary",
         suite="fmnist",
+        source_package="dataset-fashion-mnist (Debian)",
+        licence="MIT (Fashion-MNIST, Zalando SE)",
         description=(
             "Fashion-MNIST as a binary task: upper-body garments vs the rest; the fmnist "
             "images and shifts"
