@@ -121,7 +121,8 @@ def datasets_command(
         bool, typer.Option("--json", help="Print a JSON list instead of a table.")
     ] = False,
 ) -> None:
-    """List every registered dataset: suite, modality, online, present here, size, backbones."""
+    """List every registered dataset: suite, modality, online, present here, size, backbones,
+    source package and licence."""
     root = data_dir()
     try:
         rows = [dataset_status(name, root) for name in DATASETS]
@@ -149,13 +150,15 @@ def _print_table(rows: list[DatasetStatus], root: str) -> None:
                           "synthetic = a generated release, not the real data.")
     for column, justify in (("dataset", "left"), ("suite", "left"), ("modality", "left"),
                             ("online/offline", "left"), ("present", "left"), ("size", "right"),
-                            ("backbones", "left"), ("paper row", "left")):
+                            ("backbones", "left"), ("paper row", "left"), ("source", "left"),
+                            ("licence", "left")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in rows:
         table.add_row(
             row.name, row.suite, row.modality, "online" if row.online else "offline",
             _presence(row), format_size(row.size_bytes),
-            ", ".join(row.backbones), row.paper_row or "-",
+            ", ".join(row.backbones), row.paper_row or "-", row.source or "-",
+            row.licence or "-",
         )
     console = Console(soft_wrap=True)
     Console(soft_wrap=True, width=max(console.width, 120)).print(table)

@@ -44,6 +44,9 @@ class DatasetStatus:
     synthetic : bool
         Whether the data root holds a generated release of it (``benchmarks/synth_release.py``,
         marked by :func:`tasks.data.synthetic.marker_path`), not the real one.
+    source, licence : str
+        Where the data comes from (package and file) and its licence, as the dataset declares
+        them (:attr:`~tasks.data.spec.DatasetSpec.source`, ``licence``); "" when undeclared.
     """
 
     name: str
@@ -56,6 +59,8 @@ class DatasetStatus:
     paper_row: str
     fetchable: bool
     synthetic: bool = False
+    source: str = ""
+    licence: str = ""
 
     def to_record(self) -> dict[str, Any]:
         """A JSON-ready dict with stable keys (``backbones`` as a list)."""
@@ -105,6 +110,8 @@ def dataset_status(name: str, root: Path | str | None = None) -> DatasetStatus:
         paper_row=spec.paper_row,
         fetchable=bool(spec.sources),
         synthetic=is_synthetic(base, spec.name),
+        source=spec.source,
+        licence=spec.licence,
     )
 
 
