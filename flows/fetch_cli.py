@@ -152,7 +152,8 @@ def _print_table(rows: list[DatasetStatus], root: str) -> None:
                             ("online/offline", "left"), ("present", "left"), ("size", "right"),
                             ("backbones", "left"), ("paper row", "left"), ("source", "left"),
                             ("licence", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        table.add_column(column, justify=justify,  # type: ignore[arg-type]
+                         no_wrap=column in ("dataset", "suite"))
     for row in rows:
         table.add_row(
             row.name, row.suite, row.modality, "online" if row.online else "offline",
@@ -161,4 +162,4 @@ def _print_table(rows: list[DatasetStatus], root: str) -> None:
             row.licence or "-",
         )
     console = Console(soft_wrap=True)
-    Console(soft_wrap=True, width=max(console.width, 120)).print(table)
+    Console(soft_wrap=True, width=max(console.width, 200)).print(table)

@@ -112,6 +112,8 @@ def test_natural_families_declare_concept_shift_and_generated_ones_do_not() -> N
     for family in ("clean", "synthetic", "label_shift", "subpopulation", "covariate"):
         impl = implementation(family, "tabular")
         assert not impl.natural and not impl.concept_shift
+    assert implementation("temporal", "text").concept_shift  # sotu-party's eras
+    assert not implementation("temporal", "graph").concept_shift
 
 
 def test_the_restricted_unpickler_refuses_any_other_global() -> None:
