@@ -93,7 +93,8 @@ def test_trees_give_decision_function_bit_for_bit(n_classes: int) -> None:
     raw = model._raw(xt).numpy()
     expected = reference.decision_function(xt.numpy())
     assert np.array_equal(raw.reshape(expected.shape), expected)
-    logits = model(torch.from_numpy(test.numeric), torch.from_numpy(test.categorical)).numpy()
+    logits = model.scores(torch.from_numpy(test.numeric),
+                          torch.from_numpy(test.categorical)).numpy()
     if n_classes == 2:
         assert np.array_equal(logits[:, 1] - logits[:, 0], expected)
     else:
@@ -114,7 +115,8 @@ def test_logistic_regression_logits_are_sklearns_decision_function(n_classes: in
     keep = np.sort(np.random.default_rng([5, 0x106]).permutation(y.size)[
         : int(round(LOGREG_SUBSAMPLE * y.size))])
     reference = LogisticRegression(C=1.0, max_iter=2000).fit(x.numpy()[keep], y[keep])
-    logits = model(torch.from_numpy(table.numeric), torch.from_numpy(table.categorical)).numpy()
+    logits = model.scores(torch.from_numpy(table.numeric),
+                          torch.from_numpy(table.categorical)).numpy()
     f = reference.decision_function(x.numpy())
     if n_classes == 2:
         np.testing.assert_allclose(logits[:, 1] - logits[:, 0], f, rtol=0, atol=1e-10)

@@ -44,7 +44,8 @@ iteration), so its raw scores equal ``decision_function``'s bit for bit (tested)
 
 Logits
 ------
-Every model returns raw scores, never probabilities. A multi-class model returns one column per
+Every model returns raw scores, never probabilities, as ``float32`` like every backbone (the two
+classical models compute in ``float64``: ``scores`` returns that). A multi-class model returns one column per
 class (``decision_function``'s ``c`` columns; their softmax is ``predict_proba``). A binary
 model's ``decision_function`` is one column ``f`` (the log-odds of class 1); the logits are
 ``(-f/2, f/2)``, whose softmax is ``(1 - sigmoid(f), sigmoid(f))`` and whose difference is
@@ -254,9 +255,13 @@ class LinearLogits(FittedTabularModel):
         self.bias = torch.from_numpy(np.ascontiguousarray(bias))
         return _log_loss(x[keep] @ coef.T + bias, y[keep])
 
-    def forward(self, numeric: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
+    def scores(self, numeric: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
+        """``(n, c)`` ``float64`` logits (``forward`` returns them as ``float32``)."""
         x = self.encoder(numeric, categorical)
         return x @ self.weight.T + self.bias
+
+    def forward(self, numeric: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
+        return self.scores(numeric, categorical).float()
 
 
 class GradientBoostedTrees(FittedTabularModel, _Resizable):
@@ -354,8 +359,12 @@ class GradientBoostedTrees(FittedTabularModel, _Resizable):
     def _logits(self, raw: torch.Tensor) -> torch.Tensor:
         return binary_logits(raw[:, 0]) if self.trees_per_iteration == 1 else raw
 
-    def forward(self, numeric: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
+    def scores(self, numeric: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
+        """``(n, c)`` ``float64`` logits (``forward`` returns them as ``float32``)."""
         return self._logits(self._raw(self.encoder(numeric, categorical)))
+
+    def forward(self, numeric: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
+        return self.scores(numeric, categorical).float()
 
 
 class TabularMLP(TabularClassifier):
