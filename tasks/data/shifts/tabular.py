@@ -302,7 +302,8 @@ def corrupt_missing(table: Table, severity: int, rng: np.random.Generator) -> Ta
 
 
 def _severity(severity: int, table: tuple[float, ...]) -> int:
-    if isinstance(severity, bool) or not isinstance(severity, int) or not 1 <= severity <= len(table):
+    if (isinstance(severity, bool) or not isinstance(severity, int)
+            or not 1 <= severity <= len(table)):
         raise ValueError(f"severity must be an integer in 1..{len(table)}; got {severity!r}.")
     return severity
 

@@ -45,11 +45,11 @@ iteration), so its raw scores equal ``decision_function``'s bit for bit (tested)
 Logits
 ------
 Every model returns raw scores, never probabilities, as ``float32`` like every backbone (the two
-classical models compute in ``float64``: ``scores`` returns that). A multi-class model returns one column per
-class (``decision_function``'s ``c`` columns; their softmax is ``predict_proba``). A binary
-model's ``decision_function`` is one column ``f`` (the log-odds of class 1); the logits are
-``(-f/2, f/2)``, whose softmax is ``(1 - sigmoid(f), sigmoid(f))`` and whose difference is
-``f``: centred like a multinomial model's.
+classical models compute in ``float64``: ``scores`` returns that). A multi-class model returns one
+column per class (``decision_function``'s ``c`` columns; their softmax is ``predict_proba``). A
+binary model's ``decision_function`` is one column ``f`` (the log-odds of class 1); the logits are
+``(-f/2, f/2)``, whose softmax is ``(1 - sigmoid(f), sigmoid(f))`` and whose difference is ``f``:
+centred like a multinomial model's.
 
 The seed
 --------
