@@ -52,6 +52,7 @@ without those rows.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 import numpy as np
@@ -95,6 +96,12 @@ _QUANTILE_SPLITS: Final[tuple[tuple[str, str, float, int], ...]] = (
     ("top50", "top", 0.5, 1), ("top25", "top", 0.75, 2), ("bottom25", "bottom", 0.25, 2),
 )
 _KMEANS_ITERATIONS: Final[int] = 100
+
+
+def _slug(text: str) -> str:
+    """``text`` for a split name: runs of characters other than letters, digits, ``.`` and
+    ``>``/``<`` become one ``_`` (``"mean radius"`` -> ``"mean_radius"``)."""
+    return re.sub(r"[^A-Za-z0-9.<>]+", "_", text).strip("_") or "_"
 
 
 def _table(pool: TargetPool, where: str) -> Table:
@@ -220,7 +227,7 @@ def kmeans_labels(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray
 def _covariate_splits(spec: Any) -> list[TargetSplitSpec]:
     columns = tuple(_params(spec, "covariate_columns"))
     out = [
-        TargetSplitSpec(f"cov-{col}-{suffix}", "covariate", f"{col}-{suffix}", sev,
+        TargetSplitSpec(f"cov-{_slug(col)}-{suffix}", "covariate", f"{col}-{suffix}", sev,
                         (("quantile", q), ("top", 1.0 if side == "top" else 0.0)))
         for col in columns
         for suffix, side, q, sev in _QUANTILE_SPLITS
@@ -386,7 +393,8 @@ def _subpop_splits(spec: Any) -> list[TargetSplitSpec]:
     column = str(_params(spec, "subpop_column"))
     levels = tuple(_params(spec, "subpop_levels"))
     return [
-        TargetSplitSpec(f"subpop-{column}={level}-{round(share * 100)}", "subpopulation",
+        TargetSplitSpec(f"subpop-{_slug(column)}={_slug(level)}-{round(share * 100)}",
+                        "subpopulation",
                         f"{column}={level}", sev, (("share", share),))
         for level in levels
         for sev, share in enumerate(SUBPOP_SHARES, start=1)
