@@ -103,6 +103,7 @@ def test_dataset_loads_with_its_declared_rows_classes_and_columns(name: str,
     assert len(applies) >= 2
     names = [s.name for s in target_splits(name)]
     assert len(names) == len(set(names)) and "clean" in names
+    assert not [n for n in names if " " in n]  # "mean radius" is named cov-mean_radius-...
 
 
 def test_natural_families_declare_concept_shift_and_generated_ones_do_not() -> None:
