@@ -5,7 +5,7 @@
 # Variables: PYTHON (interpreter for the venv, >= 3.11), VENV (default .venv),
 # FASHION_MNIST_DIR (folder with the four Fashion-MNIST *.gz files, if not the Debian path),
 # BENCH_ARGS (arguments to `alsa-bench run`; default --seeds 3, the paper's protocol, over every
-# offline suite: fmnist, graph and text), PYTEST_ARGS (extra arguments to pytest).
+# offline suite: fmnist, graph, text, tabular and zoo-tabular), PYTEST_ARGS (extra arguments to pytest).
 
 PYTHON ?= python3
 VENV ?= .venv

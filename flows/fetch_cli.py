@@ -173,4 +173,4 @@ def _print_table(rows: list[DatasetStatus], root: str) -> None:
             row.paper_row or "-",
         )
     console = Console(soft_wrap=True)
-    Console(soft_wrap=True, width=max(console.width, 160)).print(table)
+    Console(soft_wrap=True, width=max(console.width, 200)).print(table)

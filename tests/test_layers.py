@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tasks.data.families", "tasks.data.temporal", "tasks.data.pretrained_weights",
      "tasks.data.feature_cache"),
     ("tasks.data.spec", "tasks.data.files", "tasks.data.errors", "tasks.data.graphs",
-     "tasks.data.texts", "tasks.data.synthetic", "tasks.data"),
+     "tasks.data.texts", "tasks.data.tables", "tasks.data.synthetic", "tasks.data"),
     ("tasks.runtime", "tasks"),
     ("storage",),
     # inside estimators/: the package top (it wires the trust layer into the core's band slot),

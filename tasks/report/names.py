@@ -46,8 +46,8 @@ TEMPORAL_FAMILY: Final[str] = "temporal"
 ALL_FAMILIES: Final[str] = "all"
 #: How the report lists the shift families of :data:`tasks.data.shifts.SHIFT_FAMILIES`.
 FAMILY_DISPLAY_ORDER: Final[tuple[str, ...]] = (
-    "clean", "natural", "synthetic", "label_shift", "domain", "subpopulation", "temporal",
-    "structural",
+    "clean", "natural", "synthetic", "covariate", "label_shift", "domain", "subpopulation",
+    "temporal", "structural",
 )
 _KEY_RE: Final = re.compile(r"[^a-z0-9]+")
 _VARIANT_RE: Final = re.compile(r"^(?P<base>[^\[]+)\[(?P<spec>[^\]]*)\]$")

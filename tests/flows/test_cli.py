@@ -74,9 +74,10 @@ def test_backbones_pick_their_suites(state_home) -> None:
     plans = make_plans(None, backbones=["lenet", "gcn"], seeds=2)
     assert [(p.suite, p.backbones) for p in plans] == [("fmnist", ("lenet",)), ("graph", ("gcn",))]
     defaults = make_plans(None, seeds=1)
-    assert [p.suite for p in defaults] == ["fmnist", "graph", "text"]
+    assert [p.suite for p in defaults] == ["fmnist", "graph", "text", "tabular"]
     assert defaults[1].backbones == ("gat", "gcn", "gin", "sage")
     assert defaults[2].backbones == ("bow-linear", "minilm-ft", "minilm-mlp")
+    assert defaults[3].backbones == ("tab-hgb", "tab-logreg", "tab-mlp")
     with pytest.raises(ValueError, match="suite 'fmnist' is image, and none of the backbones gcn"):
         make_plans(["fmnist", "graph"], backbones=["gcn"])
 
@@ -169,10 +170,11 @@ def test_model_aware_method_on_an_image_suite_fails_before_any_work(
 def test_model_aware_methods_are_kept_only_where_they_apply(state_home) -> None:
     from tasks.plan import make_plans, plan_methods
 
-    fm, gr, tx = make_plans(None, seeds=1)
+    fm, gr, tx, tb = make_plans(None, seeds=1)
     assert plan_methods(fm, ["alsa-g", "gnnevaluator"]) == ["alsa-g"]
     assert plan_methods(gr, ["alsa-g", "gnnevaluator"]) == ["alsa-g", "gnnevaluator"]
     assert plan_methods(tx, ["alsa-g", "gnnevaluator"]) == ["alsa-g"]
+    assert plan_methods(tb, ["alsa-g", "gnnevaluator"]) == ["alsa-g"]
     assert plan_methods(fm, None) is None
 
 

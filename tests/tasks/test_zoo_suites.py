@@ -23,13 +23,13 @@ ZOO_SUITES = ("zoo-image", "zoo-text", "zoo-graph")
 
 def test_zoo_suites_are_registered_and_out_of_the_default_bench() -> None:
     assert set(ZOO_SUITES) <= set(available_suites())
-    assert default_suites() == offline_suites() == ("fmnist", "graph", "text")
+    assert default_suites() == offline_suites() == ("fmnist", "graph", "text", "tabular")
     assert not set(ZOO_SUITES) & set(default_suites())
     zoo = [s for s in DATASETS.values() if s.suite.startswith("zoo-")]
     assert len(zoo) >= 12
     assert all(not s.in_default_bench and not s.online for s in zoo)
     assert all(s.source_package and s.licence for s in zoo)
-    assert [p.suite for p in make_plans(None)] == ["fmnist", "graph", "text"]
+    assert [p.suite for p in make_plans(None)] == ["fmnist", "graph", "text", "tabular"]
 
 
 def test_the_zoo_group_expands_to_every_zoo_suite_by_prefix() -> None:
@@ -100,4 +100,6 @@ def test_datasets_listing_shows_the_group_package_and_licence(state_home) -> Non
     assert (records["fmnist"]["group"], records["fmnist"]["in_default_bench"]) == ("", True)
     table = CliRunner().invoke(app, ["datasets"], env={"COLUMNS": "250"}).stdout
     assert "zoo-text (zoo)" in table and "source package" in table and "licence" in table
-    assert "--suite zoo runs zoo-image, zoo-text, zoo-graph" in " ".join(table.split())
+    flat = " ".join(table.split())
+    runs = flat.split("--suite zoo runs ", 1)[1].split(" (", 1)[0].split(", ")
+    assert sorted(runs) == ["zoo-graph", "zoo-image", "zoo-tabular", "zoo-text"]

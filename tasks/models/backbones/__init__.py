@@ -25,6 +25,9 @@ bow-linear       text      hashed uni+bigram bag of words, linear
 minilm-mlp       text      MLP on frozen all-MiniLM-L6-v2 embeddings
 minilm-ft        text      MiniLM with its top layer fine-tuned
 distilbert       text      DistilBERT-base-uncased fine-tuned (local weights only)
+tab-logreg       tabular   logistic regression (scikit-learn) on the one-hot encoding, as tensors
+tab-hgb          tabular   histogram gradient-boosted trees (scikit-learn), node arrays as tensors
+tab-mlp          tabular   MLP 128-64 on the one-hot encoding
 ===============  ========  =====================================================================
 
 Examples

@@ -24,7 +24,8 @@ class BackboneSpec:
     description : str
         One line for listings.
     modalities : tuple of str
-        Modalities (``"image"``, ``"graph"``, ``"text"``) whose inputs the architecture accepts;
+        Modalities (``"image"``, ``"graph"``, ``"text"``, ``"tabular"``) whose inputs the
+        architecture accepts;
         a run of a dataset of another modality is refused before anything is trained.
     epochs : int
         Default number of training epochs (the maximum, for recipes with early stopping).
