@@ -218,11 +218,7 @@ def _run_plans(plans: Sequence[Any], refreshing: Sequence[str], options: RunOpti
         start = time.perf_counter()
         result = _guard(lambda plan=plan: benchmark(**options.flow_kwargs(plan)), user_errors=())
         elapsed = time.perf_counter() - start
-        print_report(result.report)
-        for outcome in result.outcomes:
-            if outcome.healed:
-                typer.echo(f"{outcome.stage} {outcome.key}: its cached output was missing or "
-                           "damaged; recomputed it")
+        print_report(result.report)  # a recomputed stage was said when it ran (healing.settle)
         counts = "; ".join(f"{stage} {c['ran']} ran, {c['cached']} cached"
                            for stage, c in result.summary().items())
         typer.echo(f"Suite {plan.suite} finished in {elapsed:.1f} s ({counts}).")
