@@ -497,7 +497,7 @@ def _run_distributed(
             for method in job.methods:
                 kill_point("estimate")
                 args = job.estimate_args(extracts[key], trains[key], method)
-                estimates[(key, method)] = stage_call(
+                estimates[(key, method.method)] = stage_call(
                     estimate_task, "estimate", fresh, args, pin,
                     key=_estimate_key(key, method)).submit(*args, threads=threads)
     by_key = {job.run_key: job for job in jobs}
@@ -529,7 +529,8 @@ def _run_distributed(
     result.logits.sort(key=lambda r: list(by_key).index(r.run_key))
 
     for future in as_completed(list(estimates.values())):
-        key, method = next(k for k, f in estimates.items() if f is future)
+        key, name = next(k for k, f in estimates.items() if f is future)
+        method = next(m for m in by_key[key].methods if m.method == name)
         args = by_key[key].estimate_args(published[key], ckpts[key], method)
         label = _estimate_key(key, method)
         ref, healed = _settled(future, estimate_task, args, threads, False,
