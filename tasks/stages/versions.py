@@ -89,10 +89,14 @@ STAGE_ROOTS: Final[dict[str, tuple[str, ...]]] = {
     "report": ("tasks.report",),
 }
 
-#: Modules a method's estimate key neither hashes nor follows: the top of ``estimators/``
-#: imports every method so that it registers (each method's own key covers its module) and
-#: installs the band function (covered by :data:`BAND_ROOTS`).
-GLUE_MODULES: Final[tuple[str, ...]] = ("estimators",)
+#: Modules a method's estimate key neither hashes nor follows, the registration glue: the top
+#: of ``estimators/`` imports every method so that it registers (each method's own key covers
+#: its module) and installs the band function (covered by :data:`BAND_ROOTS`); ``baselines``
+#: imports the five baselines in the registry's order; ``core.plugins`` registers the
+#: estimators of other distributions (each covered by its own key).
+GLUE_MODULES: Final[tuple[str, ...]] = (
+    "estimators", "estimators.methods.baselines", "estimators.core.plugins",
+)
 
 #: The model-aware methods' own modules (run by the estimate stage for those methods only).
 MODEL_AWARE_MODULES: Final[tuple[str, ...]] = (

@@ -59,7 +59,7 @@ def api_url(prefect_server) -> str:
 
 def _cli(
     home: Path, api_url: str, kill_at: str | None = None, extra: tuple[str, ...] = (),
-    command: tuple[str, ...] = RUN_ARGS,
+    command: tuple[str, ...] = RUN_ARGS, kill_after: int = 0,
 ) -> subprocess.CompletedProcess:
     """``alsa-bench run`` on the tiny suite (or ``command``) with state folder ``home``, in its
     own session."""
@@ -78,6 +78,7 @@ def _cli(
     env.pop(KILL_AT_ENV, None)
     if kill_at is not None:
         env[KILL_AT_ENV] = kill_at
+        env[KILL_AFTER_ENV] = str(kill_after)
     return subprocess.run(
         [sys.executable, "-m", "tests.flows._tiny_cli", *command, *extra], cwd=ROOT, env=env,
         capture_output=True, text=True, start_new_session=True, timeout=600,
@@ -149,6 +150,23 @@ def test_sigkill_at_a_stage_boundary_then_rerun_equals_a_clean_run(
     rerun = _cli(home, api_url)
     assert rerun.returncode == 0, _show(rerun)
     assert "Traceback" not in rerun.stdout + rerun.stderr, _show(rerun)
+    _assert_same_database(home / "bench.duckdb", clean["snapshot"])
+    doctor = _cli(home, api_url, command=("doctor",))
+    assert doctor.returncode == 0 and "healthy" in doctor.stdout, _show(doctor)
+
+
+@pytest.mark.reliability
+def test_sigkill_between_two_methods_of_a_run_then_rerun_equals_a_clean_run(
+    tmp_path, api_url, clean
+) -> None:
+    """The estimate stage runs one task per method: killed after the first method's estimates
+    were published and ingested, the rerun computes the second method's only."""
+    home = tmp_path / "state"
+    killed = _cli(home, api_url, kill_at="estimate", kill_after=1)
+    assert killed.returncode == -signal.SIGKILL, _show(killed)
+    rerun = _cli(home, api_url)
+    assert rerun.returncode == 0, _show(rerun)
+    assert "estimate 1 ran, 1 cached" in rerun.stdout, _show(rerun)
     _assert_same_database(home / "bench.duckdb", clean["snapshot"])
     doctor = _cli(home, api_url, command=("doctor",))
     assert doctor.returncode == 0 and "healthy" in doctor.stdout, _show(doctor)
