@@ -18,10 +18,10 @@ Estimators see target **logits only**: target splits are read with
 :func:`storage.logits.read_target_logits`, which returns no labels. The absolute error is
 computed against the split's true accuracy, which the extract stage stored with the logits.
 
->>> from tasks.stages.estimate import compute_method_estimates, ingest_estimates
->>> ref = compute_method_estimates(logits_ref, "alsa-g")   # doctest: +SKIP
->>> ingest_estimates(ref).method                           # doctest: +SKIP
-'alsa-g'
+In the flow (``logits_ref`` from the extract stage)::
+
+    ref = compute_method_estimates(logits_ref, "alsa-g")   # a worker
+    ingest_estimates(ref)                                   # the flow process
 """
 
 from __future__ import annotations
