@@ -427,7 +427,11 @@ def ingest_logits(ref: LogitsRef) -> LogitsRef:
 from prefect import task  # noqa: E402  (the plain function above needs no Prefect)
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
-from tasks.stages.common import PINNED_STAGE_CACHE, forget_failure_record, log_task_failure  # noqa: E402
+from tasks.stages.common import (  # noqa: E402
+    PINNED_STAGE_CACHE,
+    forget_failure_record,
+    log_task_failure,
+)
 
 @task(
     name="prepare-splits",

@@ -254,7 +254,11 @@ def train_classifier(
 # ------------------------------------------------------------------------------- the @task
 from prefect import task  # noqa: E402  (the plain function above needs no Prefect)
 
-from tasks.stages.common import PINNED_STAGE_CACHE, forget_failure_record, log_task_failure  # noqa: E402
+from tasks.stages.common import (  # noqa: E402
+    PINNED_STAGE_CACHE,
+    forget_failure_record,
+    log_task_failure,
+)
 
 @task(
     name="train",

@@ -2,9 +2,10 @@
 
 On the tiny suite: damaged Parquet results and garbled cache records are moved to
 ``<state>/quarantine/`` and recomputed, ``ingested`` keeps one row per file the database holds
-(5: logits, one estimates file per method, ALSA's anchors), killed writers' temporary files are removed by the next run,
-a failed task leaves no pickled exception among the cache records, and a copied state folder
-(the original deleted) reruns with every stage cached and the same database.
+(5: logits, one estimates file per method, ALSA's anchors), killed writers' temporary files are
+removed by the next run, a failed task leaves no pickled exception among the cache records and
+says its exception once, and a copied state folder (the original deleted) reruns with every
+stage cached and the same database.
 """
 
 from __future__ import annotations

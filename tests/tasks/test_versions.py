@@ -364,8 +364,8 @@ def test_modules_a_method_loads_are_hashed_or_serve_other_methods(method: str) -
     method to register it), or serves only other methods or other registry members."""
     from estimators import ESTIMATORS
 
-    code = _LOADED.format(root=str(PROJECT_ROOT),
-                          modules="tasks.stages.estimate, estimators, " + ESTIMATORS[method].__module__)
+    modules = f"tasks.stages.estimate, estimators, {ESTIMATORS[method].__module__}"
+    code = _LOADED.format(root=str(PROJECT_ROOT), modules=modules)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120)
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
