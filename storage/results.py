@@ -659,17 +659,31 @@ def is_current(con: duckdb.DuckDBPyConnection, result: ResultFile) -> bool:
     return current_file(con, result.kind, result.run_key) == result.sha256
 
 
-def _file_methods(path: Path) -> set[str] | None:
+#: Methods of the estimates files read so far, by path: a file's name is the hash of its bytes,
+#: so what a name holds never changes (a file that could not be read is not remembered).
+_METHODS_OF: dict[str, frozenset[str]] = {}
+
+
+def _file_methods(path: Path) -> frozenset[str] | None:
     """The methods of an estimates file: from its footer, else its ``method`` column; None
     when the file is gone or unreadable."""
+    known = _METHODS_OF.get(str(path))
+    if known is not None:
+        return known
     try:
         raw = (pq.read_schema(path).metadata or {}).get(_META_KEY)
         meta = json.loads(raw.decode("utf-8")) if raw is not None else None
         if isinstance(meta, dict) and isinstance(meta.get("methods"), list):
-            return {str(m) for m in meta["methods"]}
-        return set(pq.read_table(path, columns=["method"]).column("method").to_pylist())
+            found = frozenset(str(m) for m in meta["methods"])
+        else:
+            found = frozenset(pq.read_table(path, columns=["method"]).column("method")
+                              .to_pylist())
     except (pa.ArrowException, OSError, ValueError):
         return None
+    if len(_METHODS_OF) > 100_000:
+        _METHODS_OF.clear()
+    _METHODS_OF[str(path)] = found
+    return found
 
 
 def _holds_estimates(con: duckdb.DuckDBPyConnection, path: Path, run_key: str, sha: str) -> bool:
