@@ -11,8 +11,12 @@ writes one report over the runs it touched. Two layouts share one code path:
 
 In both, extract and estimate publish content-addressed Parquet files and the flow process is
 the single DuckDB writer (:mod:`storage.results`); every task pins ``threads_per_task`` threads
-(:mod:`tasks.runtime.threads`), so both layouts compute identical numbers. Every stage is cached across runs, so a second run with the same parameters
-finishes in seconds; ``refresh`` re-runs a stage and everything downstream of it.
+(:mod:`tasks.runtime.threads`), so both layouts compute identical numbers. Every stage is
+cached across runs, so a second run with the same parameters finishes in seconds; ``refresh``
+re-runs a stage and everything downstream of it. The estimate stage is one task per run **and
+method** (:func:`tasks.stages.estimate.estimate_task`), keyed on that method's own code
+(:func:`tasks.stages.versions.method_code_version`): adding or editing a method re-runs its
+estimates and the report only. Train and extract are keyed per dataset and backbone.
 
 What a run covers and with which options is decided in :mod:`tasks.plan` (:class:`BenchmarkPlan`,
 :class:`RunOptions`); this module only sequences the stages. The stage flows
@@ -55,7 +59,7 @@ from tasks.plan import (
 from tasks.runtime.refs import CheckpointRef, DatasetRef, EstimatesRef, LogitsRef, ReportRef
 from tasks.stages.common import forget_failure_record
 from tasks.stages.download import download_task
-from tasks.stages.estimate import estimate_task
+from tasks.stages.estimate import estimate_task, forget_run_logits
 from tasks.stages.extract import extract_task, prepare_splits_task
 from tasks.stages.healing import (
     StageOutcome,
@@ -69,7 +73,12 @@ from tasks.stages.healing import (
 )
 from tasks.stages.report import report_fingerprint, report_task
 from tasks.stages.train import train_task
-from tasks.stages.versions import STAGES, parse_refresh, stage_code_version
+from tasks.stages.versions import (
+    STAGES,
+    method_code_version,
+    parse_refresh,
+    stage_code_version,
+)
 
 
 @dataclass
@@ -198,12 +207,6 @@ def _pipeline(
     last = STAGES.index(until)
     logger = get_run_logger()
     result = PipelineResult(plan=plan)
-    versions = {stage: stage_code_version(stage) for stage in STAGES[: last + 1]}
-    per_dataset = {
-        d: {s: stage_code_version(s, dataset=d)
-            for s in ("download", "train", "extract", "estimate")}
-        for d in plan.datasets
-    }
     db = str(db_path().resolve())
     results = str(results_root(db=db).resolve())
     methods_list = plan_methods(plan, options.methods)
@@ -211,6 +214,7 @@ def _pipeline(
         m: dict(p) for m, p in (options.method_params or {}).items()
         if methods_list is None or m in methods_list
     } or None
+    run_methods = _run_methods(plan, methods_list) if last >= STAGES.index("estimate") else []
     logger.info(
         "Pipeline %s until %s: datasets %s, backbones %s, seeds %s, refresh %s",
         plan.suite, until, list(plan.datasets), list(plan.backbones), list(plan.seeds),
@@ -232,14 +236,22 @@ def _pipeline(
     for dataset in plan.datasets:
         ds = note(*run_stage(
             download_task, "download", fresh, dataset, str(data_dir().resolve()),
-            per_dataset[dataset]["download"], key=dataset, check=output_exists,
+            stage_code_version("download", dataset=dataset), key=dataset, check=output_exists,
         ))
         result.datasets.append(ds)
         if last < STAGES.index("train"):
             continue
         for backbone in plan.backbones_of(dataset):
+            # keys per (dataset, backbone): adding a backbone trains that backbone only
+            train_v = stage_code_version("train", dataset=dataset, backbone=backbone)
+            extract_v = (stage_code_version("extract", dataset=dataset, backbone=backbone)
+                         if last >= STAGES.index("extract") else "")
+            method_jobs = tuple(
+                _MethodJob(m, (params or {}).get(m), method_code_version(
+                    m, params=(params or {}).get(m), dataset=dataset, backbone=backbone))
+                for m in run_methods
+            )
             for seed in plan.seeds:
-                v = per_dataset[dataset]
                 jobs.append(_RunJob(
                     run_key=f"{dataset}.{backbone}.s{seed}",
                     train={
@@ -247,33 +259,44 @@ def _pipeline(
                         "epochs": options.epochs, "max_train_samples": options.max_train_samples,
                         "device": options.device,
                         "checkpoint_dir": str(checkpoint_dir().resolve()),
-                        "code_version": v["train"],
+                        "code_version": train_v,
                     },
                     extract={
                         "suite": plan.suite, "db": db, "device": options.device,
-                        "batch_size": options.batch_size, "code_version": v["extract"],
+                        "batch_size": options.batch_size, "code_version": extract_v,
                         "results": results,
                     },
-                    estimate={"methods": methods_list, "method_params": params,
-                              "code_version": v["estimate"]},
+                    methods=method_jobs,
                 ))
     run_jobs = _run_distributed if distributed else _run_sequential
     run_jobs(jobs, result, note, fresh, last, threads, gpu)
 
     if last == STAGES.index("report"):
         name = options.run_name or plan.suite
-        run_keys = [e.run_key for e in result.estimates]
+        run_keys = list(dict.fromkeys(e.run_key for e in result.estimates))
         fingerprint = report_fingerprint(result.estimates, run_keys, methods_list)
         result.report = note(*run_stage(
             report_task, "report", fresh, fingerprint, run_keys, db,
             str(reports_dir().resolve()), name, methods_list, options.publish_artifacts,
-            versions["report"], key=name,
+            stage_code_version("report"), key=name,
             check=lambda ref: output_exists(ref, fingerprint=fingerprint),
         ))
     summary = ", ".join(f"{s}: {c['ran']} ran, {c['cached']} cached"
                         for s, c in result.summary().items())
     logger.info("Pipeline done: %s", summary)
     return result
+
+
+def _run_methods(plan: BenchmarkPlan, methods: Sequence[str] | None) -> list[str]:
+    """The methods each run of ``plan`` gets, in order: the ones asked for (already narrowed to
+    the plan's modality by :func:`tasks.plan.plan_methods`), or every default method that
+    applies to the modality (:func:`tasks.methods.default_method_names`)."""
+    from tasks.methods import default_method_names, methods_for_modality, resolve_methods
+    from tasks.plan import suite_modality
+
+    if methods is not None:
+        return resolve_methods(methods, None)[0]
+    return methods_for_modality(default_method_names(), suite_modality(plan.suite))
 
 
 def _sweep_leftovers(results: str, logger: Any) -> list[Path]:
@@ -326,6 +349,22 @@ def _stage_args(stage_task: Any, **named: Any) -> tuple[Any, ...]:
 
 
 @dataclass(frozen=True)
+class _MethodJob:
+    """One method of a run: its name, its hyper-parameters and its own code version."""
+
+    method: str
+    params: dict[str, Any] | None
+    code_version: str
+
+    @property
+    def model_aware(self) -> bool:
+        """Whether the method reads the trained model (it then gets the checkpoint)."""
+        from tasks.methods import MODEL_AWARE_METHODS
+
+        return self.method in MODEL_AWARE_METHODS
+
+
+@dataclass(frozen=True)
 class _RunJob:
     """One run's stage arguments, by the stage tasks' parameter names (without the upstream
     references and the thread pin).
@@ -333,15 +372,17 @@ class _RunJob:
     Attributes
     ----------
     run_key : str
-    train, extract, estimate : dict
-        Each stage task's own arguments, by name; :meth:`train_args`, :meth:`extract_args` and
-        :meth:`estimate_args` add the upstream references and give them in the task's order.
+    train, extract : dict
+        Each stage task's own arguments, by name; :meth:`train_args` and :meth:`extract_args`
+        add the upstream references and give them in the task's order.
+    methods : tuple of _MethodJob
+        One estimate task each (:meth:`estimate_args`).
     """
 
     run_key: str
     train: dict[str, Any]
     extract: dict[str, Any]
-    estimate: dict[str, Any]
+    methods: tuple[_MethodJob, ...] = ()
 
     @property
     def dataset(self) -> DatasetRef:
@@ -356,9 +397,26 @@ class _RunJob:
         """``extract_task``'s positional arguments for the checkpoint (or its future)."""
         return _stage_args(extract_task, checkpoint=checkpoint, **self.extract)
 
-    def estimate_args(self, logits: Any, checkpoint: Any) -> tuple[Any, ...]:
-        """``estimate_task``'s positional arguments for the logits and checkpoint (or futures)."""
-        return _stage_args(estimate_task, logits=logits, checkpoint=checkpoint, **self.estimate)
+    def estimate_args(self, logits: Any, checkpoint: Any, job: _MethodJob) -> tuple[Any, ...]:
+        """``estimate_task``'s positional arguments for one method, the logits and (for a
+        model-aware method only) the checkpoint, either of them a future."""
+        return _stage_args(estimate_task, logits=logits, method=job.method, params=job.params,
+                           code_version=job.code_version,
+                           checkpoint=checkpoint if job.model_aware else None)
+
+
+def _estimate_key(run_key: str, job: _MethodJob) -> str:
+    return f"{run_key} {job.method}"
+
+
+def _estimate_intact(ref: EstimatesRef | None) -> bool:
+    """An estimate task's result is trusted when its file is intact, or when it published none
+    (a feature method on a run without features)."""
+    return ref is None or result_intact(ref)
+
+
+def _ingest_estimate(ref: EstimatesRef | None) -> EstimatesRef | None:
+    return None if ref is None else ingest_result(ref)
 
 
 def _run_sequential(
@@ -385,12 +443,17 @@ def _run_sequential(
         result.logits.append(logits)
         if last < STAGES.index("estimate"):
             continue
-        est = note(*run_stage(
-            estimate_task, "estimate", fresh,
-            *job.estimate_args(replace(logits, digest=""), ckpt), threads=threads,
-            key=job.run_key, check=result_intact, ingest=ingest_result,
-        ))
-        result.estimates.append(est)
+        published = replace(logits, digest="")
+        for method in job.methods:
+            est = note(*run_stage(
+                estimate_task, "estimate", fresh,
+                *job.estimate_args(published, ckpt, method), threads=threads,
+                key=_estimate_key(job.run_key, method), check=_estimate_intact,
+                ingest=_ingest_estimate,
+            ))
+            if est is not None:
+                result.estimates.append(est)
+        forget_run_logits()  # the next run reads its own file
 
 
 def _run_distributed(
@@ -431,10 +494,12 @@ def _run_distributed(
                     *args, threads=threads, wait_for=[prepared[dataset_ref.name]],
                 )
         if last >= STAGES.index("estimate"):
-            kill_point("estimate")
-            args = job.estimate_args(extracts[key], trains[key])
-            estimates[key] = stage_call(estimate_task, "estimate", fresh, args, pin,
-                                        key=key).submit(*args, threads=threads)
+            for method in job.methods:
+                kill_point("estimate")
+                args = job.estimate_args(extracts[key], trains[key], method)
+                estimates[(key, method.method)] = stage_call(
+                    estimate_task, "estimate", fresh, args, pin,
+                    key=_estimate_key(key, method)).submit(*args, threads=threads)
     by_key = {job.run_key: job for job in jobs}
     ckpts: dict[str, CheckpointRef] = {}
     published: dict[str, LogitsRef] = {}
@@ -448,7 +513,7 @@ def _run_distributed(
         # a cached checkpoint whose file is gone is retrained here, as the sequential layout does;
         # an extract that already failed on it is re-run on the new one below
         ref, healed = _settled(future, train_task, by_key[key].train_args(), threads, gpu,
-                               check=output_exists)
+                               check=output_exists, key=key)
         ckpts[key] = note(ref, outcome("train", key, future, healed))
         kill_point("train", "end")
     result.checkpoints.extend(ckpts[j.run_key] for j in jobs)
@@ -456,7 +521,7 @@ def _run_distributed(
     for future in as_completed(list(extracts.values())):
         key = next(k for k, f in extracts.items() if f is future)
         ref, healed = _settled(future, extract_task, by_key[key].extract_args(ckpts[key]),
-                               threads, gpu)
+                               threads, gpu, key=key)
         published[key] = ref
         note(ref, outcome("extract", key, future, healed))
         result.logits.append(ingest_result(ref))
@@ -464,26 +529,33 @@ def _run_distributed(
     result.logits.sort(key=lambda r: list(by_key).index(r.run_key))
 
     for future in as_completed(list(estimates.values())):
-        key = next(k for k, f in estimates.items() if f is future)
-        args = by_key[key].estimate_args(published[key], ckpts[key])
-        ref, healed = _settled(future, estimate_task, args, threads, False)
-        note(ref, outcome("estimate", key, future, healed))
-        result.estimates.append(ingest_result(ref))
+        key, name = next(k for k, f in estimates.items() if f is future)
+        method = next(m for m in by_key[key].methods if m.method == name)
+        args = by_key[key].estimate_args(published[key], ckpts[key], method)
+        label = _estimate_key(key, method)
+        ref, healed = _settled(future, estimate_task, args, threads, False,
+                               check=_estimate_intact, key=label)
+        note(ref, replace(outcome("estimate", key, future, healed), key=label))
+        if ref is not None:
+            result.estimates.append(ingest_result(ref))
         kill_point("estimate", "end")
-    result.estimates.sort(key=lambda r: list(by_key).index(r.run_key))
+    order = {(j.run_key, m.method): i for i, (j, m) in
+             enumerate((j, m) for j in jobs for m in j.methods)}
+    result.estimates.sort(key=lambda r: order.get((r.run_key, r.method), len(order)))
 
 
 def _settled(
     future: Any, stage_task: Any, args: tuple[Any, ...], threads: int, gpu: bool,
-    check: Any = result_intact,
+    check: Any = result_intact, key: str = "",
 ) -> tuple[Any, bool]:
     """A finished publishing future's reference, trusted or recomputed by
     :func:`tasks.stages.healing.settle` (the decision the sequential layout makes too).
 
     A reference whose output is gone (``check``: :func:`result_intact` for published files,
-    :func:`output_exists` for checkpoints), or a failed task (an estimate whose upstream logits
-    file was missing), is re-run once with its cache refreshed, on the healed upstream reference;
-    any failure of the re-run is raised.
+    :func:`output_exists` for checkpoints), or a task that failed on a missing or damaged input
+    file (an estimate whose upstream logits file was missing), is re-run once with its cache
+    refreshed, on the healed upstream reference; any failure of the re-run is raised. Any other
+    failure is raised at once (:func:`tasks.stages.healing.future_result`): it is not retried.
     """
 
     def rerun() -> Any:
@@ -491,7 +563,7 @@ def _settled(
             retry = stage_task.with_options(refresh_cache=True).submit(*args, threads=threads)
         return retry.result()
 
-    return settle(stage_task.name, "", future_result(future), check, rerun)
+    return settle(stage_task.name, key, future_result(future), check, rerun)
 
 
 @flow(name="benchmark", description="download → train → extract → estimate → report over a suite",

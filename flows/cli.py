@@ -221,11 +221,7 @@ def _run_plans(plans: Sequence[Any], refreshing: Sequence[str], options: RunOpti
         start = time.perf_counter()
         result = _guard(lambda plan=plan: benchmark(**options.flow_kwargs(plan)), user_errors=())
         elapsed = time.perf_counter() - start
-        print_report(result.report)
-        for outcome in result.outcomes:
-            if outcome.healed:
-                typer.echo(f"{outcome.stage} {outcome.key}: its cached output was missing or "
-                           "damaged; recomputed it")
+        print_report(result.report)  # a recomputed stage was said when it ran (healing.settle)
         counts = "; ".join(f"{stage} {c['ran']} ran, {c['cached']} cached"
                            for stage, c in result.summary().items())
         typer.echo(f"Suite {plan.suite} finished in {elapsed:.1f} s ({counts}).")
@@ -475,9 +471,53 @@ def _report(
         typer.echo(f"Wrote {target}")
 
 
+#: Options whose help names what the registries hold (plugins included): command -> flag -> what.
+REGISTRY_HELP: dict[str, dict[str, str]] = {
+    "run": {"--method": "methods", "--backbone": "backbones"},
+    "estimate": {"--method": "estimators"},
+}
+
+
+def _registered(what: str) -> str:
+    """The registry keys of ``what`` as one help sentence (plugins named as such)."""
+    from estimators import plugin_estimators
+
+    if what == "backbones":
+        from tasks.models.backbones import available_backbones
+
+        keys: Sequence[str] = available_backbones()
+    else:
+        from tasks.methods import all_method_names, estimator_names
+
+        keys = all_method_names() if what == "methods" else estimator_names(features=True)
+    plugins = [k for k in keys if k in plugin_estimators()]
+    tail = f" (from plugins: {', '.join(plugins)})" if plugins else ""
+    return f"Registered: {', '.join(keys)}{tail}."
+
+
+def cli_command(args: Sequence[str] = ()) -> Any:
+    """The ``alsa-bench`` click command for ``args``.
+
+    When ``args`` ask for the help of ``run`` or ``estimate``, the help of their method and
+    backbone options lists every registered key, plugins included (:data:`REGISTRY_HELP`): the
+    registries import torch, so they are read only then, not on every start.
+    """
+    command = typer.main.get_command(app)
+    words = [a for a in args if not a.startswith("-")]
+    if not {"--help", "-h"} & set(args) or not words or words[0] not in REGISTRY_HELP:
+        return command
+    wanted = REGISTRY_HELP[words[0]]
+    for param in command.commands[words[0]].params:  # type: ignore[attr-defined]
+        flag = next((o for o in param.opts if o in wanted), None)
+        if flag is not None:
+            param.help = f"{param.help} {_registered(wanted[flag])}"
+    return command
+
+
 def main(argv: Sequence[str] | None = None) -> Any:
     """Console-script entry point of ``alsa-bench``."""
-    return app(args=list(argv) if argv is not None else None, prog_name="alsa-bench")
+    args = list(argv) if argv is not None else sys.argv[1:]
+    return cli_command(args)(args=args, prog_name="alsa-bench")
 
 
 if __name__ == "__main__":

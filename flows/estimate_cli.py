@@ -336,8 +336,8 @@ def estimate_command(
         list[str] | None,
         typer.Option("--method", "-m", metavar="NAME",
                      help="Estimator key; repeat for several. Default: every estimator "
-                          "except the scores mano and nuclear-norm (named: score shown, "
-                          "accuracy - unless --param NAME.score_map=[a, b])."),
+                          "except the score methods (named: score shown, accuracy - unless "
+                          "--param NAME.score_map=[a, b]) and the opt-in ones."),
     ] = None,
     param: Annotated[
         list[str] | None,

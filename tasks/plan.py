@@ -304,11 +304,13 @@ class BenchmarkPlan:
     seeds: tuple[int, ...]
 
     def backbones_of(self, dataset: str) -> tuple[str, ...]:
-        """The plan's backbones that apply to ``dataset`` (:meth:`DatasetSpec.applies`)."""
+        """The plan's backbones that apply to ``dataset``
+        (:func:`tasks.models.backbones.backbones_for`)."""
         from tasks.data.datasets import get_dataset_spec
+        from tasks.models.backbones import backbones_for
 
-        spec = get_dataset_spec(dataset)
-        return tuple(b for b in self.backbones if spec.applies(b))
+        applies = backbones_for(get_dataset_spec(dataset))
+        return tuple(b for b in self.backbones if b in applies)
 
     @property
     def run_keys(self) -> list[str]:
@@ -378,7 +380,7 @@ def make_plan(
         modality, a name repeats, or the seeds are invalid; the message lists the valid values.
     """
     from tasks.data.datasets import get_dataset_spec
-    from tasks.models.backbones import available_backbones, check_backbone
+    from tasks.models.backbones import available_backbones, backbones_for, check_backbone
 
     suite_names = suite_datasets(suite)
     modality = suite_modality(suite)
@@ -393,10 +395,9 @@ def make_plan(
                 f"got {list(datasets)!r}."
             )
     specs = [get_dataset_spec(d) for d in chosen]
+    applying = {b for s in specs for b in backbones_for(s)}
     if backbones is None or len(backbones) == 0:
-        chosen_b = tuple(
-            b for b in available_backbones(modality) if any(s.applies(b) for s in specs)
-        )
+        chosen_b = tuple(b for b in available_backbones(modality) if b in applying)
     else:
         chosen_b = tuple(_unique(backbones, "backbones"))
         valid = available_backbones()
@@ -408,9 +409,8 @@ def make_plan(
             )
         for name in chosen_b:
             check_backbone(name, modality, chosen[0])
-            if not any(s.applies(name) for s in specs):
-                takes = sorted({b for s in specs for b in available_backbones(modality)
-                                if s.applies(b)})
+            if name not in applying:
+                takes = sorted(applying)
                 raise ValueError(
                     f"backbone {name!r} does not apply to dataset(s) {', '.join(chosen)} "
                     f"(they take {', '.join(takes)})."

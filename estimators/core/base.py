@@ -413,6 +413,20 @@ class Estimator(ABC):
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
+    def used_estimators(self) -> tuple[str, ...]:
+        """Registry keys of the estimators this configuration builds at run time.
+
+        None by default; ``auto`` builds its members, DistCS its base method, the shift gate
+        its covariate method. Their code is part of what this estimator's results depend on,
+        so a benchmark's cache key of this method covers their modules too
+        (:func:`tasks.stages.versions.method_code_version`).
+
+        Returns
+        -------
+        tuple of str
+        """
+        return ()
+
     # ----------------------------------------------------------------- public API
     def fit(
         self,

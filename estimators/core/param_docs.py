@@ -1,8 +1,12 @@
 """Rewrite (or check) the parameter tables of ``docs/ESTIMATORS.md`` from the declarations.
 
 ``python -m estimators.core.param_docs`` rewrites every ``<!-- params:KEY -->`` ...
-``<!-- /params:KEY -->`` block with :func:`markdown_table`; ``--check`` writes
-nothing and exits 1 when a table is out of date.
+``<!-- /params:KEY -->`` block with :func:`markdown_table`, and writes a section for every
+registered method that has no block of its own yet (its class summary, module and table,
+between ``<!-- generated:methods -->`` and ``<!-- /generated:methods -->`` at the end): a new
+method needs no hand-written documentation to be listed. ``--check`` writes nothing and exits 1
+when the file is out of date. Estimators of plugins (:mod:`estimators.core.plugins`) are
+documented by their own distributions, not here.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .params import _literal
-from .registry import estimator_params
+from .registry import ESTIMATORS, estimator_params
 
-__all__ = ["doc_blocks", "main", "markdown_table", "render_doc"]
+__all__ = ["GENERATED_END", "GENERATED_START", "doc_blocks", "documented_keys", "main",
+           "markdown_table", "render_doc"]
 
 DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "ESTIMATORS.md"
 
@@ -42,11 +47,55 @@ def markdown_table(name: str) -> str:
 _BLOCK = re.compile(
     r"(<!-- params:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /params:(?P=name) -->)", re.DOTALL
 )
+#: The markers of the section written for the methods without a section of their own.
+GENERATED_START = "<!-- generated:methods -->"
+GENERATED_END = "<!-- /generated:methods -->"
+_GENERATED = re.compile(re.escape(GENERATED_START) + r".*?" + re.escape(GENERATED_END),
+                        re.DOTALL)
+
+
+def documented_keys() -> list[str]:
+    """The registry keys ``docs/ESTIMATORS.md`` documents: every estimator of this package
+    (plugins' are documented by their own distributions), in registry order."""
+    from .plugins import plugin_estimators
+
+    plugins = plugin_estimators()
+    return [k for k in ESTIMATORS if k not in plugins]
+
+
+def _summary(key: str) -> str:
+    cls = ESTIMATORS[key]
+    doc = (cls.__doc__ or "").strip().split("\n\n")[0]
+    return " ".join(line.strip() for line in doc.splitlines()) or cls.__qualname__
+
+
+def _generated_section(keys: Sequence[str]) -> str:
+    lines = [GENERATED_START, ""]
+    if keys:
+        lines += ["## Methods without a section of their own", "",
+                  "Written by `python -m estimators.core.param_docs` from each class's summary "
+                  "and `PARAMS`; a hand-written section with the method's `<!-- params:KEY -->` "
+                  "block above replaces its entry here.", ""]
+    for key in keys:
+        module = ESTIMATORS[key].__module__.replace(".", "/") + ".py"
+        lines += [f"### `{key}`", "", f"{_summary(key)} (`{ESTIMATORS[key].__qualname__}`, "
+                  f"`{module}`)", "", f"<!-- params:{key} -->", markdown_table(key),
+                  f"<!-- /params:{key} -->", ""]
+    lines.append(GENERATED_END)
+    return "\n".join(lines)
 
 
 def render_doc(text: str) -> str:
     """``text`` with every ``<!-- params:KEY -->`` ... ``<!-- /params:KEY -->`` block rewritten
-    from the declarations (everything else unchanged)."""
+    from the declarations, and the generated section (:data:`GENERATED_START`) listing the
+    documented keys (:func:`documented_keys`) that have no block elsewhere; everything else
+    unchanged."""
+    own = set(doc_blocks(_GENERATED.sub("", text)))
+    section = _generated_section([k for k in documented_keys() if k not in own])
+    if _GENERATED.search(text):
+        text = _GENERATED.sub(lambda _m: section, text)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
     return _BLOCK.sub(
         lambda m: f"{m.group(1)}{markdown_table(m.group('name'))}\n{m.group(4)}", text
     )

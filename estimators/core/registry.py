@@ -54,8 +54,9 @@ def available_estimators(
 
     Examples
     --------
-    >>> available_estimators(include_features=True)[-3:]
-    ['distcs', 'aline-s', 'aline-d']
+    >>> with_features = available_estimators(include_features=True)
+    >>> "distcs" in with_features, "distcs" in available_estimators()
+    (True, False)
     """
     return [k for k, cls in ESTIMATORS.items()
             if (include_scores or not getattr(cls, "needs_score_map", False))
@@ -73,8 +74,9 @@ def score_estimators(*, include_features: bool = False) -> list[str]:
 def feature_estimators(*, include_scores: bool = True) -> list[str]:
     """Registry keys of the estimators that need features (``needs_features = True``).
 
-    >>> feature_estimators()
-    ['distcs', 'aline-s', 'aline-d', 'dispersion']
+    >>> keys = feature_estimators()
+    >>> {"distcs", "aline-s", "dispersion"} <= set(keys), "ac" in keys
+    (True, False)
     """
     return [k for k, cls in ESTIMATORS.items() if getattr(cls, "needs_features", False)
             and (include_scores or not getattr(cls, "needs_score_map", False))]

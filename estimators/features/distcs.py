@@ -188,6 +188,10 @@ class DistCS(FeatureOnly, Estimator):
             raise ValueError(f"The 'base_params' parameter of DistCS does not suit base "
                              f"{self.base!r}: {exc}") from None
 
+    def used_estimators(self) -> tuple[str, ...]:
+        """The base method (``base``)."""
+        return (str(self.base),)
+
     def _prepare(self, features: FeatureArray) -> NDArray[np.float32]:
         x = np.asarray(features, dtype=np.float32)
         if self.normalize:

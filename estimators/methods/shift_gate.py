@@ -185,6 +185,10 @@ class ShiftGate(SoftmaxEstimator):
                 f"got {self.z_high!r}."
             )
 
+    def used_estimators(self) -> tuple[str, ...]:
+        """The covariate method (``covariate``)."""
+        return (str(self.covariate),)
+
     def _build_covariate(self) -> Estimator:
         params = dict(self.covariate_params or {})
         estimator = get_estimator(self.covariate, **params)

@@ -92,6 +92,10 @@ class Auto(Estimator):
         chosen = set(self.methods)
         return tuple(m for m in AUTO_METHODS if m in chosen)
 
+    def used_estimators(self) -> tuple[str, ...]:
+        """The members (:meth:`members`)."""
+        return self.members()
+
     def _member(self, name: str, n_val: int) -> Estimator:
         cls = ESTIMATORS[name]
         params: dict[str, Any] = {}

@@ -1,5 +1,11 @@
 """The estimate stage: fit every estimator on a run's validation logits, score every target split.
 
+The pipeline's unit is one run and **one method** (:func:`compute_method_estimates`, the
+``estimate`` task): each has its own cache key (:func:`tasks.stages.versions.method_code_version`)
+and its own result file, so adding or editing a method recomputes that method's estimates only.
+:func:`compute_estimates` runs several methods of a run into one file (the CLI's tests, the
+older layout).
+
 Two halves, so that the computation can run anywhere and the database has one writer:
 :func:`compute_estimates` (what a Dask worker runs) reads the run's logits from the Parquet file
 the extract stage published (:mod:`storage.results`, never DuckDB), computes, and publishes the
@@ -12,10 +18,10 @@ Estimators see target **logits only**: target splits are read with
 :func:`storage.logits.read_target_logits`, which returns no labels. The absolute error is
 computed against the split's true accuracy, which the extract stage stored with the logits.
 
->>> from tasks.stages.estimate import compute_estimates, ingest_estimates
->>> ref = compute_estimates(logits_ref, methods=["atc-mc", "alsa-g"])   # doctest: +SKIP
->>> ingest_estimates(ref).digest                                        # doctest: +SKIP
-'4be1…'
+In the flow (``logits_ref`` from the extract stage)::
+
+    ref = compute_method_estimates(logits_ref, "alsa-g")   # a worker
+    ingest_estimates(ref)                                   # the flow process
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +200,77 @@ def compute_estimates(
     return publish_estimates(logits, rows, anchors, results)
 
 
+def compute_method_estimates(
+    logits: LogitsRef,
+    method: str,
+    *,
+    params: Mapping[str, Any] | None = None,
+    code_version: str = "",
+    checkpoint: CheckpointRef | None = None,
+    results: str | Path | None = None,
+) -> EstimatesRef | None:
+    """One method's estimates of one run, published as their own file: the pipeline's unit.
+
+    As :func:`compute_estimates` for ``methods=[method]``, with two differences: a feature
+    method on a run that stores no features gives None (with the logged note) instead of an
+    error, and the reference names its method. The run's logits file is read once for
+    consecutive methods of the same run in one process (:func:`read_run_logits`).
+
+    Parameters
+    ----------
+    logits : LogitsRef
+        The run's published logits.
+    method : str
+        A method of :func:`tasks.methods.all_method_names`.
+    params : mapping, optional
+        Its hyper-parameters; an estimator with a ``seed`` gets the run's seed unless given.
+    code_version : str, default ""
+        :func:`tasks.stages.versions.method_code_version`; stored with every row.
+    checkpoint : CheckpointRef, optional
+        The run's classifier; needed by a model-aware method (GNNEvaluator), refused otherwise.
+    results : str or Path, optional
+        Results root; default the root ``logits.path`` lies in.
+
+    Returns
+    -------
+    EstimatesRef or None
+        None when the method does not apply to the run (a feature method, no stored features).
+
+    Raises
+    ------
+    ValueError
+        If the method or a parameter is unknown, or a model-aware method gets no checkpoint of
+        its modality.
+    storage.results.ResultCorruptError
+        If the logits file is missing or does not match its hash.
+    """
+    if not isinstance(method, str):
+        raise TypeError(f"method must be a registry key (str); got {type(method).__name__}.")
+    run_key = _logits_run_key(logits)
+    names, resolved = resolve_methods([method], {method: dict(params)} if params else None)
+    logit_methods, model_aware = _split_model_aware(names, False, run_key, checkpoint)
+    if checkpoint is not None and not model_aware:
+        raise ValueError(
+            f"checkpoint is for model-aware methods ({', '.join(MODEL_AWARE_METHODS)}); "
+            f"method {method!r} reads the logits only."
+        )
+    content, targets = read_run_logits(logits)
+    if model_aware:
+        assert checkpoint is not None
+        from tasks.stages.model_aware import model_aware_rows
+
+        rows = model_aware_rows(method, checkpoint, targets, params=resolved.get(method, {}),
+                                code_version=code_version)
+        anchors: dict[str, Any] = {}
+    else:
+        rows, fitted = estimate_rows(content, targets, {method: (method, resolved.get(method, {}))},
+                                     code_version)
+        anchors = {m: a for m, est in fitted.items() if (a := _anchors_of(est)) is not None}
+    if not rows:  # skipped: estimate_rows logged why
+        return None
+    return replace(publish_estimates(logits, rows, anchors, results), method=method)
+
+
 def ingest_estimates(ref: EstimatesRef) -> EstimatesRef:
     """Ingest a run's published estimates (and anchors) into its database; idempotent.
 
@@ -226,8 +304,22 @@ def _logits_run_key(logits: LogitsRef) -> str:
     return logits.run_key
 
 
+#: The logits file read last in this process, by path: the methods of one run, estimated one
+#: after the other, read it once (:func:`forget_run_logits` drops it). Files are named by the
+#: hash of their bytes, so a path read once stands for the same content for ever.
+_LAST_READ: dict[str, LogitsContent] = {}
+
+
+def forget_run_logits() -> None:
+    """Drop the logits file :func:`read_run_logits` keeps (the flow calls it after each run)."""
+    _LAST_READ.clear()
+
+
 def read_run_logits(logits: LogitsRef) -> tuple[LogitsContent, list[SplitInfo]]:
     """The run's published logits file (its hash checked) and its target splits.
+
+    The content of the last file read is kept, so the next method of the same run reads
+    nothing (the file's name is the hash of its bytes).
 
     Raises
     ------
@@ -241,7 +333,11 @@ def read_run_logits(logits: LogitsRef) -> tuple[LogitsContent, list[SplitInfo]]:
         If the file holds no target split.
     """
     run_key = _logits_run_key(logits)
-    content = read_logits_file(logits.path)
+    content = _LAST_READ.get(logits.path)
+    if content is None:
+        content = read_logits_file(logits.path)
+        _LAST_READ.clear()
+        _LAST_READ[logits.path] = content
     if content.run.run_key != run_key:
         raise ValueError(
             f"logits file {logits.path!r} holds run {content.run.run_key!r}, not {run_key!r}."
@@ -410,33 +506,37 @@ def _fit_features(
 # ------------------------------------------------------------------------------- the @task
 from prefect import task  # noqa: E402  (the plain function above needs no Prefect)
 
-from tasks.stages.common import PINNED_STAGE_CACHE, forget_failure_record  # noqa: E402
+from tasks.stages.common import (  # noqa: E402
+    PINNED_STAGE_CACHE,
+    forget_failure_record,
+    log_task_failure,
+)
 from tasks.runtime.threads import pinned_threads  # noqa: E402
 
 @task(
     name="estimate",
     cache_policy=PINNED_STAGE_CACHE,
-    on_failure=[forget_failure_record],
-    task_run_name="estimate-{logits.run_key}",
+    on_failure=[log_task_failure, forget_failure_record],
+    task_run_name="estimate-{logits.run_key}-{method}",
 )
 def estimate_task(
     logits: LogitsRef,
-    methods: list[str] | None,
-    method_params: dict[str, dict[str, Any]] | None,
+    method: str,
+    params: dict[str, Any] | None,
     code_version: str,
     checkpoint: CheckpointRef | None = None,
     threads: int = 1,
-) -> EstimatesRef:
-    """Fit and score every method on one run (:func:`tasks.stages.estimate.compute_estimates`).
+) -> EstimatesRef | None:
+    """Fit and score one method on one run (:func:`compute_method_estimates`).
 
-    Takes the :class:`~tasks.runtime.refs.LogitsRef` (its file and hash, not only the run key) so
-    that new logits invalidate the cached estimates, and reads the logits from that file, not
-    from the database; the :class:`~tasks.runtime.refs.CheckpointRef` lets model-aware methods
-    (GNNEvaluator on graph runs) load the trained model.
+    Cached per run and method: ``code_version`` is the method's own
+    (:func:`tasks.stages.versions.method_code_version`), so editing or adding one method re-runs
+    only its tasks. Takes the :class:`~tasks.runtime.refs.LogitsRef` (its file and hash, not
+    only the run key) so that new logits invalidate the cached estimates, and reads the logits
+    from that file, not from the database; the :class:`~tasks.runtime.refs.CheckpointRef` is
+    given to model-aware methods only (GNNEvaluator on graph runs), which load the model.
     """
     with pinned_threads(threads):
-        return compute_estimates(
-            logits, methods=methods, method_params=method_params, code_version=code_version,
-            checkpoint=checkpoint,
+        return compute_method_estimates(
+            logits, method, params=params, code_version=code_version, checkpoint=checkpoint,
         )
-

@@ -104,9 +104,10 @@ def test_feature_arguments_are_keyword_only_and_optional():
 
 
 def test_registry_lists_feature_methods_only_on_request():
-    assert available_estimators() == ["ac", "doc", "im", "atc-mc", "atc-ne", "cot", "alsa-g",
-                                      "alsa-e"]
-    assert score_estimators() == ["mano", "nuclear-norm"]
+    # the contract's keys, in its order (a method added later may come after them)
+    contract = ["ac", "doc", "im", "atc-mc", "atc-ne", "cot", "alsa-g", "alsa-e"]
+    assert available_estimators()[:len(contract)] == contract
+    assert score_estimators()[:2] == ["mano", "nuclear-norm"]
     assert set(FEATURE_KEYS) == {"distcs", "aline-s", "aline-d", "dispersion"}
     assert available_estimators(include_features=True)[-3:] == ["distcs", "aline-s", "aline-d"]
     assert "dispersion" not in available_estimators(include_features=True)

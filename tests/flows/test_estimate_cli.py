@@ -335,7 +335,17 @@ def test_score_estimators_do_not_run_by_default(files):
     assert [row["recommended"] for row in rows] == [False] * (len(rows) - 1) + [True]
     low, high = rows[-1]["shift_interval"]
     assert low <= rows[-1]["accuracy"] <= high
-    assert all(r["shift_interval"][0] <= r["interval"][0] for r in rows)
+    # a method the shipped calibration has a band for shows it, around its interval; a method
+    # added since has none yet (null) until `alsa-bench calibrate` fits one
+    from estimators.trust.calibration_artifact import active_calibration
+
+    bands = set(active_calibration().bands)
+    assert {"ac", "doc", "im", "atc-mc", "atc-ne", "cot", "alsa-g", "alsa-e"} <= bands
+    for r in rows[:-1]:
+        if r["method"] in bands:
+            assert r["shift_interval"][0] <= r["interval"][0], r
+        else:
+            assert r["shift_interval"] == [None, None], r
     assert "mano" not in methods and "nuclear-norm" not in methods
 
 

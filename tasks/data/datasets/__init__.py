@@ -3,8 +3,10 @@
 Every module of this package that defines ``SPECS`` (a tuple of :class:`DatasetSpec`) contributes
 its datasets; ``ORDER`` (an int, default 100) places them in listings. Adding a dataset means
 writing its module (stage, load source, load target pool, ``SPECS``) and nothing else: no other
-file changes, so no other dataset's cache key moves (:mod:`tasks.stages.versions`). Importing the
-registry touches no data: loaders run only when a stage calls them.
+file changes, so no other dataset's cache key moves (:mod:`tasks.stages.versions`). Datasets of
+other distributions come from the entry-point group ``alsa_bench.datasets``
+(:mod:`tasks.runtime.plugins`), after these; one that reuses a key is named in a warning and
+skipped. Importing the registry touches no data: loaders run only when a stage calls them.
 
 Examples
 --------
@@ -22,6 +24,7 @@ import pkgutil
 from typing import Final
 
 from tasks.data.spec import DatasetSpec, SourceSplits, TargetPool, imbalanced_counts
+from tasks.runtime.plugins import plugin_members, warn_plugin
 
 __all__ = [
     "DATASETS",
@@ -55,6 +58,12 @@ def _collect() -> dict[str, DatasetSpec]:
             if spec.name in found:
                 raise RuntimeError(f"dataset {spec.name!r} is registered twice.")
             found[spec.name] = spec
+    for ep, specs in plugin_members("datasets", DatasetSpec):
+        taken = [s.name for s in specs if s.name in found]
+        if taken:
+            warn_plugin(ep, f"reuses the dataset key {taken[0]!r}")
+            continue
+        found.update((s.name, s) for s in specs)
     return found
 
 

@@ -288,7 +288,11 @@ def stage_fashion_mnist(
                     f"dataset-fashion-mnist` or set {ENV_VAR} to a folder holding "
                     f"{', '.join(f'{n}.gz' for n in RAW_FILES)}."
                 )
-            logger.info("staging %s from %s", name, src)
+            if (raw_dir / name).is_file():  # there, but not the published bytes
+                logger.warning("%s is damaged (its MD5 is not the published one); staging it "
+                               "again from %s.", raw_dir / name, src)
+            else:
+                logger.info("staging %s from %s", name, src)
             _copy_verified(src, raw_dir / name, expected[name], ARCHIVE_MD5.get(f"{name}.gz"))
         return targets
 
