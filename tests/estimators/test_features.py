@@ -106,12 +106,13 @@ def test_feature_arguments_are_keyword_only_and_optional():
 def test_registry_lists_feature_methods_only_on_request():
     assert available_estimators() == ["ac", "doc", "im", "atc-mc", "atc-ne", "cot", "alsa-g",
                                       "alsa-e"]
-    assert score_estimators() == ["mano", "nuclear-norm"]
+    assert score_estimators() == ["mano", "nuclear-norm", "entropy"]
     assert set(FEATURE_KEYS) == {"distcs", "aline-s", "aline-d", "dispersion"}
     assert available_estimators(include_features=True)[-3:] == ["distcs", "aline-s", "aline-d"]
     assert "dispersion" not in available_estimators(include_features=True)
     assert "dispersion" in available_estimators(include_features=True, include_scores=True)
-    assert score_estimators(include_features=True) == ["mano", "nuclear-norm", "dispersion"]
+    assert score_estimators(include_features=True) == ["mano", "nuclear-norm", "entropy",
+                                                      "dispersion"]
     for key in FEATURE_KEYS:
         assert ESTIMATORS[key].needs_features is True
         assert key not in KEYS
