@@ -43,6 +43,7 @@ from storage.paths import checkpoint_dir, data_dir, db_path, reports_dir
 from storage.results import results_root
 from tasks.plan import (
     PIPELINE_OPTIONS,
+    suite_modality,
     BenchmarkPlan,
     RunOptions,
     check_until,
@@ -67,6 +68,7 @@ from tasks.stages.healing import (
     settle,
     stage_call,
 )
+from tasks.stages.peers import peer_runs, peers_code_version, peers_task
 from tasks.stages.report import report_fingerprint, report_task
 from tasks.stages.train import train_task
 from tasks.stages.versions import STAGES, parse_refresh, stage_code_version
@@ -83,6 +85,8 @@ class PipelineResult:
         One per stage task call, in order.
     datasets, checkpoints, logits, estimates : list
         The references each stage returned.
+    peers : list of EstimatesRef
+        The peers step's results (GDE), one per run with a peer (:mod:`tasks.stages.peers`).
     report : ReportRef or None
         The report, when the pipeline ran until ``report``.
     """
@@ -93,6 +97,7 @@ class PipelineResult:
     checkpoints: list[CheckpointRef] = field(default_factory=list)
     logits: list[LogitsRef] = field(default_factory=list)
     estimates: list[EstimatesRef] = field(default_factory=list)
+    peers: list[EstimatesRef] = field(default_factory=list)
     report: ReportRef | None = None
 
     def summary(self) -> dict[str, dict[str, int]]:
@@ -228,6 +233,18 @@ def _pipeline(
                     outcome.seconds, " (output was missing: re-ran)" if outcome.healed else "")
         return ref
 
+    # the peer methods (GDE) run in the peers step, after every run's logits exist; ProjNorm
+    # joins the defaults where it is affordable (a GPU, or ALSA_BENCH_PROJNORM=on)
+    from tasks.methods import default_method_names, peer_method_names, projnorm_by_default
+
+    estimate_methods = (None if methods_list is None
+                        else [m for m in methods_list if m not in peer_method_names()])
+    if (estimate_methods is None and suite_modality(plan.suite) == "image"
+            and projnorm_by_default(options.device)):
+        estimate_methods = [m for m in default_method_names()
+                            if m not in peer_method_names() and m != "gnnevaluator"]
+    estimate_params = {m: p for m, p in (params or {}).items()
+                       if m not in peer_method_names()} or None
     jobs: list[_RunJob] = []
     for dataset in plan.datasets:
         ds = note(*run_stage(
@@ -254,16 +271,19 @@ def _pipeline(
                         "batch_size": options.batch_size, "code_version": v["extract"],
                         "results": results,
                     },
-                    estimate={"methods": methods_list, "method_params": params,
+                    estimate={"methods": estimate_methods, "method_params": estimate_params,
                               "code_version": v["estimate"]},
                 ))
     run_jobs = _run_distributed if distributed else _run_sequential
     run_jobs(jobs, result, note, fresh, last, threads, gpu)
+    if last >= STAGES.index("estimate"):
+        _run_peers(result, note, fresh, threads, methods_list, params)
 
     if last == STAGES.index("report"):
         name = options.run_name or plan.suite
-        run_keys = [e.run_key for e in result.estimates]
-        fingerprint = report_fingerprint(result.estimates, run_keys, methods_list)
+        run_keys = list(dict.fromkeys(e.run_key for e in (*result.estimates, *result.peers)))
+        fingerprint = report_fingerprint([*result.estimates, *result.peers], run_keys,
+                                         methods_list)
         result.report = note(*run_stage(
             report_task, "report", fresh, fingerprint, run_keys, db,
             str(reports_dir().resolve()), name, methods_list, options.publish_artifacts,
@@ -274,6 +294,34 @@ def _pipeline(
                         for s, c in result.summary().items())
     logger.info("Pipeline done: %s", summary)
     return result
+
+
+def _run_peers(
+    result: PipelineResult, note: Any, fresh: frozenset[str], threads: int,
+    methods: Sequence[str] | None, params: Mapping[str, Mapping[str, Any]] | None,
+) -> None:
+    """The peers step (GDE) of every run with a peer, once every run's logits are published.
+
+    Each run is paired with its dataset × backbone's next seed (:func:`peer_runs`); the task
+    runs in this process in both layouts (it compares two arrays of predictions per split) and
+    is refreshed with the estimate stage. Its file is ingested like the estimate stage's.
+    """
+    from tasks.methods import peer_method_names
+
+    wanted = [m for m in (peer_method_names() if methods is None else methods)
+              if m in peer_method_names()]
+    if not wanted:
+        return
+    published = {ref.run_key: replace(ref, digest="") for ref in result.logits}
+    own = {m: dict(p) for m, p in (params or {}).items() if m in wanted} or None
+    for key, peers in peer_runs(list(published)).items():
+        partner = published[peers[0]]
+        ref, outcome = run_stage(
+            peers_task, "estimate", fresh, published[key], [partner], wanted, own,
+            peers_code_version(), threads=threads, key=f"{key}~{partner.run_key}",
+            check=result_intact, ingest=ingest_result,
+        )
+        result.peers.append(note(ref, replace(outcome, stage="peers")))
 
 
 def _sweep_leftovers(results: str, logger: Any) -> list[Path]:
@@ -356,6 +404,12 @@ class _RunJob:
         """``extract_task``'s positional arguments for the checkpoint (or its future)."""
         return _stage_args(extract_task, checkpoint=checkpoint, **self.extract)
 
+    @property
+    def runs_estimate(self) -> bool:
+        """Whether the estimate stage has a method to run (not when only peer methods, which
+        the peers step runs, were asked for)."""
+        return self.estimate["methods"] is None or bool(self.estimate["methods"])
+
     def estimate_args(self, logits: Any, checkpoint: Any) -> tuple[Any, ...]:
         """``estimate_task``'s positional arguments for the logits and checkpoint (or futures)."""
         return _stage_args(estimate_task, logits=logits, checkpoint=checkpoint, **self.estimate)
@@ -383,7 +437,7 @@ def _run_sequential(
             key=job.run_key, check=result_intact, ingest=ingest_result,
         ))
         result.logits.append(logits)
-        if last < STAGES.index("estimate"):
+        if last < STAGES.index("estimate") or not job.runs_estimate:
             continue
         est = note(*run_stage(
             estimate_task, "estimate", fresh,
@@ -430,7 +484,7 @@ def _run_distributed(
                                            key=key).submit(
                     *args, threads=threads, wait_for=[prepared[dataset_ref.name]],
                 )
-        if last >= STAGES.index("estimate"):
+        if last >= STAGES.index("estimate") and job.runs_estimate:
             kill_point("estimate")
             args = job.estimate_args(extracts[key], trains[key])
             estimates[key] = stage_call(estimate_task, "estimate", fresh, args, pin,

@@ -67,7 +67,8 @@ def method_order() -> tuple[str, ...]:
     from tasks.methods import estimator_names
     from tasks.methods import MODEL_AWARE_METHODS
 
-    own = estimator_names(scores=False, opt_in=False)  # accuracy on their own: no score, no opt-in method
+    # accuracy on their own: no score, no opt-in method; GDE (a peer method) among them
+    own = estimator_names(scores=False, opt_in=False, peers=True)
     return (
         *(m for m in own if not m.startswith(_ALSA_PREFIX)),
         *MODEL_AWARE_METHODS,

@@ -454,13 +454,20 @@ def _logits_match(con: Any, ref: LogitsRef) -> bool:
 
 def _estimates_match(con: Any, ref: EstimatesRef, methods: Sequence[str] | None) -> bool:
     from storage.estimates import estimates_digest, read_estimates
-    from tasks.methods import default_method_names
+    from storage.results import _has_ingested_table
+    from tasks.methods import default_method_names, peer_method_names
 
-    from storage.results import current_file
-
-    if current_file(con, "estimates", ref.run_key) != ref.sha256:
+    if not _has_ingested_table(con):
         return False
-    wanted = set(default_method_names() if methods is None else methods)
+    # a run may hold several estimates files (the estimate stage's, the peers step's): the
+    # reference's must be one the database holds
+    held = {row[0] for row in con.execute(
+        "SELECT sha256 FROM ingested WHERE kind = 'estimates' AND run_key = ?",
+        [ref.run_key]).fetchall()}
+    if ref.sha256 not in held:
+        return False
+    # by default, the estimate stage's methods (the peers step writes the peer methods' rows)
+    wanted = (set(default_method_names()) - set(peer_method_names()) if methods is None
+              else set(methods))
     rows = [r for r in read_estimates(con, ref.run_key) if r.method in wanted]
     return bool(rows) and estimates_digest(rows) == ref.digest
-

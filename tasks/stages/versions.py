@@ -145,8 +145,9 @@ def dataset_roots(stage: str, dataset: str) -> tuple[str, ...]:
     ``download``: the dataset's module. ``train``: also its modality's adapter and the modules
     of the backbones that apply to it.
     ``extract``: also the modules implementing its shift families for its modality.
-    ``estimate``: for a modality with model-aware methods (graphs: GNNEvaluator runs the model
-    on the splits), GNNEvaluator and the extract roots; otherwise nothing (stored logits only).
+    ``estimate``: for a modality with model-aware methods (graphs: GNNEvaluator; images:
+    ProjNorm; each runs the model on the splits), their modules and the extract roots;
+    otherwise nothing (stored logits only).
     ``report`` adds nothing.
 
     Raises
@@ -162,11 +163,13 @@ def dataset_roots(stage: str, dataset: str) -> tuple[str, ...]:
     if stage == "estimate":
         # logit methods read stored logits only; model-aware ones (GNNEvaluator on graphs) also
         # run the model on the dataset's splits, so their runs depend on what extract does
-        from tasks.methods import MODEL_AWARE_METHODS
+        from tasks.methods import MODEL_AWARE_METHODS, MODEL_AWARE_MODULES
 
-        if not any(spec.modality in mods for mods in MODEL_AWARE_METHODS.values()):
+        modules = [MODEL_AWARE_MODULES[m] for m, mods in MODEL_AWARE_METHODS.items()
+                   if spec.modality in mods]
+        if not modules:
             return ()
-        return ("tasks.models.gnnevaluator", *dataset_roots("extract", dataset))
+        return (*modules, *dataset_roots("extract", dataset))
     out = [spec.module] if spec.module else []
     if stage in ("train", "extract"):
         from tasks.models.backbones import available_backbones, get_backbone_spec
