@@ -30,7 +30,9 @@ entropy, the copy in train mode (batch-norm statistics update, dropout active), 
 steps over a shuffled loader that reshuffles when it runs out (``iter(data_loader)`` again).
 The shuffles here are ``torch.randperm(n, generator=g)`` with one ``torch.Generator`` seeded by
 ``seed`` per fine-tune (what ``DataLoader(shuffle=True, generator=g)`` draws), batches of the
-permutation in order, the last one short (``drop_last=False``).
+permutation in order, the last one short (``drop_last=False``); torch's global generator is
+seeded with ``seed`` too at the start of each fine-tune, so dropout (the offline MLP has some)
+draws the same masks every time and a split's score is a pure function of its inputs.
 
 Steps
 -----
@@ -179,6 +181,7 @@ def finetune(
         ``steps`` run, ``final_loss`` (the last batch's), ``seconds``.
     """
     steps = config.resolved_steps(device)
+    torch.manual_seed(int(config.seed))  # dropout masks: the same on every call
     optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
                                 weight_decay=0.0)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)

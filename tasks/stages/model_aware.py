@@ -275,7 +275,8 @@ def projnorm_rows(
                 continue
             score, report = fitted.score(samples)
             entry = {"score": score, "final_loss": report["final_loss"],
-                     "seconds": report["seconds"], "steps": report["steps"]}
+                     "seconds": report["seconds"], "steps": report["steps"],
+                     "reference_final_loss": fitted.reference_report["final_loss"]}
             path = projnorm_cache_path(folder, checkpoint.run_key,
                                        {**base_parts, "split": split.name})
             with atomic_target(path) as tmp:
@@ -287,13 +288,12 @@ def projnorm_rows(
             f"run {checkpoint.run_key!r}: stored target splits {missing} are no longer made by "
             f"the dataset's shift families; re-run the extract stage."
         )
-    reference_loss = (None if fitted is None else fitted.reference_report["final_loss"])
     for info in targets:
         entry = cached[info.split]
         rows.append(estimate_row(
             checkpoint.run_key, info, "projnorm", math.nan, params=config_params,
             diagnostics={"score": entry["score"], "pseudo_final_loss": entry["final_loss"],
-                         "reference_final_loss": reference_loss,
+                         "reference_final_loss": entry.get("reference_final_loss"),
                          "cached": not entry.get("fresh", False)},
             interval=(math.nan, math.nan), level=0.9, fit_seconds=fit_seconds,
             estimate_seconds=float(entry["seconds"]), code_version=code_version,
