@@ -27,14 +27,17 @@ NOT_YET_ROUTED: set[str] = set()
 
 def test_full_list_is_the_estimators_then_the_model_aware_methods() -> None:
     assert all_method_names() == (
-        *available_estimators(include_scores=True, include_opt_in=True, include_features=True),
+        *available_estimators(include_scores=True, include_opt_in=True, include_features=True,
+                              include_peers=True),
         *MODEL_AWARE_METHODS)
-    # the feature methods run by default, last (skipped with a note where no features exist)
-    from estimators import feature_estimators
+    # the feature methods run by default (skipped with a note where no features exist), then
+    # the peer methods (run by the peers step where a run has a peer)
+    from estimators import feature_estimators, peer_estimators
 
     assert default_method_names() == (
         *available_estimators(include_scores=True), *MODEL_AWARE_METHODS,
-        *feature_estimators())
+        *feature_estimators(), *peer_estimators())
+    assert MODEL_AWARE_METHODS == {"gnnevaluator": ("graph",), "projnorm": ("image",)}
     assert estimator_names(scores=False, opt_in=False) == tuple(available_estimators())
 
 
