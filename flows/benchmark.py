@@ -233,18 +233,18 @@ def _pipeline(
                     outcome.seconds, " (output was missing: re-ran)" if outcome.healed else "")
         return ref
 
-    # the peer methods (GDE) run in the peers step, after every run's logits exist; ProjNorm
-    # joins the defaults where it is affordable (a GPU, or ALSA_BENCH_PROJNORM=on)
-    from tasks.methods import default_method_names, peer_method_names, projnorm_by_default
+    # the peer methods (GDE) run in the peers step, after every run's logits exist, and so do
+    # ALine-S/-D on the runs that have peers; ProjNorm joins the defaults where it is
+    # affordable (a GPU, or ALSA_BENCH_PROJNORM=on)
+    estimate_methods, with_peers_methods = _estimate_methods(plan, methods_list,
+                                                             options.device)
 
-    estimate_methods = (None if methods_list is None
-                        else [m for m in methods_list if m not in peer_method_names()])
-    if (estimate_methods is None and suite_modality(plan.suite) == "image"
-            and projnorm_by_default(options.device)):
-        estimate_methods = [m for m in default_method_names()
-                            if m not in peer_method_names() and m != "gnnevaluator"]
-    estimate_params = {m: p for m, p in (params or {}).items()
-                       if m not in peer_method_names()} or None
+    def params_of(names: Sequence[str] | None) -> dict[str, dict[str, Any]] | None:
+        return {m: dict(p) for m, p in (params or {}).items()
+                if names is None or m in names} or None
+
+    has_peers = set(peer_runs([f"{d}.{b}.s{s}" for d in plan.datasets
+                               for b in plan.backbones_of(d) for s in plan.seeds]))
     jobs: list[_RunJob] = []
     for dataset in plan.datasets:
         ds = note(*run_stage(
@@ -271,8 +271,9 @@ def _pipeline(
                         "batch_size": options.batch_size, "code_version": v["extract"],
                         "results": results,
                     },
-                    estimate={"methods": estimate_methods, "method_params": estimate_params,
-                              "code_version": v["estimate"]},
+                    estimate=_estimate_job(
+                        with_peers_methods if f"{dataset}.{backbone}.s{seed}" in has_peers
+                        else estimate_methods, params_of, v["estimate"]),
                 ))
     run_jobs = _run_distributed if distributed else _run_sequential
     run_jobs(jobs, result, note, fresh, last, threads, gpu)
@@ -296,32 +297,76 @@ def _pipeline(
     return result
 
 
+def _estimate_job(methods: list[str] | None, params_of: Any, version: str) -> dict[str, Any]:
+    """The estimate task's own arguments for one run (its methods and their parameters)."""
+    return {"methods": methods, "method_params": params_of(methods), "code_version": version}
+
+
+def _estimate_methods(
+    plan: BenchmarkPlan, methods: Sequence[str] | None, device: str,
+) -> tuple[list[str] | None, list[str]]:
+    """The estimate stage's methods for a run without peers and for a run with peers.
+
+    The peer methods (GDE) never run in the estimate stage; where a run has peers the methods
+    that read them (ALine-S/-D) run in the peers step instead. ``None`` (the stage's own
+    defaults) stays ``None`` for a run without peers unless ProjNorm is affordable
+    (:func:`tasks.methods.projnorm_by_default`), in which case the defaults are named with it.
+    """
+    from tasks.methods import (
+        default_method_names,
+        methods_for_modality,
+        peer_method_names,
+        peer_reading_method_names,
+        projnorm_by_default,
+    )
+
+    peer, reading = set(peer_method_names()), set(peer_reading_method_names())
+    modality = suite_modality(plan.suite)
+    named = methods is not None
+    listed = list(methods) if named else [
+        m for m in methods_for_modality(default_method_names(), modality)
+        if m not in peer and (m != "projnorm" or projnorm_by_default(device))]
+    alone = [m for m in listed if m not in peer]
+    with_peers = [m for m in alone if m not in reading]
+    if not named and "projnorm" not in alone:
+        return None, with_peers  # the stage's defaults (ProjNorm left out there too)
+    return alone, with_peers
+
+
 def _run_peers(
     result: PipelineResult, note: Any, fresh: frozenset[str], threads: int,
     methods: Sequence[str] | None, params: Mapping[str, Mapping[str, Any]] | None,
 ) -> None:
-    """The peers step (GDE) of every run with a peer, once every run's logits are published.
+    """The peers step of every run with a peer, once every run's logits are published: GDE
+    against the next seed (cached per run and peer run), ALine-S/-D with every other seed in
+    their family (cached per run and all its peers; runs that store features only).
 
-    Each run is paired with its dataset × backbone's next seed (:func:`peer_runs`); the task
-    runs in this process in both layouts (it compares two arrays of predictions per split) and
-    is refreshed with the estimate stage. Its file is ingested like the estimate stage's.
+    The tasks run in this process in both layouts (they compare predictions the logits files
+    hold) and are refreshed with the estimate stage; their files are ingested like the
+    estimate stage's.
     """
-    from tasks.methods import peer_method_names
+    from tasks.methods import default_method_names, peer_method_names, peer_reading_method_names
+    from tasks.stages.peers import stores_features
 
-    wanted = [m for m in (peer_method_names() if methods is None else methods)
-              if m in peer_method_names()]
-    if not wanted:
-        return
+    asked = default_method_names() if methods is None else methods
+    gde = [m for m in asked if m in peer_method_names()]
+    aline = [m for m in asked if m in peer_reading_method_names()]
     published = {ref.run_key: replace(ref, digest="") for ref in result.logits}
-    own = {m: dict(p) for m, p in (params or {}).items() if m in wanted} or None
     for key, peers in peer_runs(list(published)).items():
-        partner = published[peers[0]]
-        ref, outcome = run_stage(
-            peers_task, "estimate", fresh, published[key], [partner], wanted, own,
-            peers_code_version(), threads=threads, key=f"{key}~{partner.run_key}",
-            check=result_intact, ingest=ingest_result,
-        )
-        result.peers.append(note(ref, replace(outcome, stage="peers")))
+        calls = []
+        if gde:
+            calls.append((gde, [published[peers[0]]]))
+        if aline and stores_features(published[key]):
+            calls.append((aline, [published[p] for p in peers]))
+        for wanted, group in calls:
+            own = {m: dict(p) for m, p in (params or {}).items() if m in wanted} or None
+            ref, outcome = run_stage(
+                peers_task, "estimate", fresh, published[key], group, wanted, own,
+                peers_code_version(), threads=threads,
+                key=f"{key}~{'+'.join(g.run_key for g in group)}",
+                check=result_intact, ingest=ingest_result,
+            )
+            result.peers.append(note(ref, replace(outcome, stage="peers")))
 
 
 def _sweep_leftovers(results: str, logger: Any) -> list[Path]:

@@ -52,6 +52,7 @@ __all__ = [
     "feature_method_names",
     "methods_for_modality",
     "peer_method_names",
+    "peer_reading_method_names",
     "projnorm_by_default",
     "model_aware_config",
     "resolve_methods",
@@ -107,6 +108,19 @@ def peer_method_names() -> tuple[str, ...]:
     from estimators import peer_estimators
 
     return tuple(peer_estimators())
+
+
+def peer_reading_method_names() -> tuple[str, ...]:
+    """The estimators that add peer models to their computation when given (``reads_peers``:
+    ALine-S, ALine-D). Where a run has peers, the peers step runs them with every other seed
+    of the run's dataset × backbone in their family of models, instead of the estimate stage.
+
+    >>> peer_reading_method_names()
+    ('aline-s', 'aline-d')
+    """
+    from estimators import ESTIMATORS
+
+    return tuple(k for k, cls in ESTIMATORS.items() if getattr(cls, "reads_peers", False))
 
 
 def skip_peer_methods(

@@ -1,8 +1,9 @@
-"""The peers step: methods that compare a run with another seed's run of the same model (GDE).
+"""The peers step: methods that compare a run with other seeds' runs of the same model.
 
 GDE (:mod:`estimators.methods.gde`) estimates a classifier's target accuracy by how often it
 agrees with a second classifier of the same architecture trained on the same data with another
-seed. The benchmark trains every dataset × backbone with several seeds on target splits shared
+seed; agreement-on-the-line (ALine-S/-D, :mod:`estimators.features.aline`) fits its line on the
+agreements of a family of independently trained models. The benchmark trains every dataset × backbone with several seeds on target splits shared
 across seeds, so the second model is already there: once both runs' logits are published,
 :func:`compute_peer_estimates` reads the two logits files (their hashes checked), checks that
 the runs saw the same rows (:func:`check_same_rows`), fits each peer method on the validation
@@ -16,11 +17,17 @@ Which run is whose peer (:func:`peer_runs`): for every dataset × backbone with 
 seeds, seed *s* is paired with the next seed and the last with the first (seeds ``0, 1, 2``:
 ``0 -> 1``, ``1 -> 2``, ``2 -> 0``), so that every run gets a GDE estimate from a model that is
 its own seed's neighbour, each pair of a two-seed benchmark is used both ways (the two runs get
-the same disagreement, compared with their own true accuracies), and no run is left out. The
-step's task is cached per (run, peer run): its inputs are both logits references, the methods
+the same disagreement, compared with their own true accuracies), and no run is left out. GDE's task is cached per (run, peer run): its inputs are both logits references, the methods
 and their parameters, and the code version of this module's import closure
 (:func:`peers_code_version`), so retraining either run, or a change of the code it runs,
 recomputes it.
+
+ALine-S and ALine-D, where a run has peers, run here too (the flow leaves them out of that run's
+estimate stage): their family is the run's model and **every** other seed of its dataset ×
+backbone (the authors' recipe of independently trained models), with no linear heads by
+default (:data:`PEER_ALINE_PARAMS`: ``n_heads=0``; ``--param aline-s.n_heads=10`` adds them
+back), and they read the run's stored features as in the estimate stage. Their task is cached
+per (run, all its peers).
 
 Target labels are never given to a method: the row check compares the two files' label arrays
 (evaluation data) for equality only, and the estimates see logits.
@@ -42,22 +49,35 @@ import numpy as np
 
 from storage.estimates import EstimateRow
 from storage.results import LogitsContent
-from tasks.methods import build_estimator, peer_method_names
+from tasks.methods import (
+    build_estimator,
+    peer_method_names,
+    peer_reading_method_names,
+    skip_feature_methods,
+)
 from tasks.runtime.refs import EstimatesRef, LogitsRef
 from tasks.stages.estimate import per_class_record, publish_estimates, read_run_logits
 from tasks.stages.rows import estimate_row
 
 __all__ = [
+    "PEER_ALINE_PARAMS",
     "check_same_rows",
     "compute_peer_estimates",
     "peer_runs",
     "peers_code_version",
     "peers_task",
+    "stores_features",
 ]
 
 logger = logging.getLogger("tasks.stages.peers")
 
 _RUN_KEY = re.compile(r"^(?P<group>.+)\.s(?P<seed>\d+)$")
+
+#: The peers step's defaults for the methods that read peers (under the user's parameters):
+#: ALine's family is the run's model and its peers alone, the authors' recipe, which measured
+#: better than adding the cheap heads (docs/PERFORMANCE.md, "ALine with the seeds as peers").
+PEER_ALINE_PARAMS: dict[str, dict[str, Any]] = {"aline-s": {"n_heads": 0},
+                                                "aline-d": {"n_heads": 0}}
 
 
 def peer_runs(run_keys: Sequence[str]) -> dict[str, list[str]]:
@@ -138,11 +158,14 @@ def compute_peer_estimates(
     logits : LogitsRef
         The run's published logits (:func:`tasks.stages.extract.compute_logits`).
     peers : sequence of LogitsRef
-        Its peers' logits, the GDE partner first (:func:`peer_runs`); GDE reads the first.
+        Its peers' logits, the GDE partner first (:func:`peer_runs`); GDE reads the first, the
+        methods that read peers (ALine-S/-D) every one.
     methods : sequence of str, optional
-        Peer methods to run; default every one (:func:`tasks.methods.peer_method_names`).
+        Methods to run among :func:`tasks.methods.peer_method_names` (GDE) and
+        :func:`tasks.methods.peer_reading_method_names` (ALine-S/-D); default the peer
+        methods.
     method_params : mapping, optional
-        Hyper-parameters per method.
+        Hyper-parameters per method, over :data:`PEER_ALINE_PARAMS` for ALine.
     code_version : str, default ""
         Stored with every row.
     results : str or Path, optional
@@ -156,17 +179,17 @@ def compute_peer_estimates(
     Raises
     ------
     ValueError
-        No peer, a method that is not a peer method, a parameter for another method, or runs
+        No peer, a method that does not read peers, a parameter for another method, or runs
         that did not see the same rows (:func:`check_same_rows`).
     storage.results.ResultCorruptError
         If a logits file is missing or does not match its hash.
     """
-    known = peer_method_names()
-    names = list(known) if methods is None else list(methods)
+    known = (*peer_method_names(), *peer_reading_method_names())
+    names = list(peer_method_names()) if methods is None else list(methods)
     bad = [m for m in names if m not in known]
     if bad or not names:
-        raise ValueError(f"methods must name peer methods among {', '.join(known)}; got "
-                         f"{names!r}.")
+        raise ValueError(f"methods must name methods that read peers, among {', '.join(known)}; "
+                         f"got {names!r}.")
     params = {m: dict(v) for m, v in (method_params or {}).items()}
     stray = sorted(set(params) - set(names))
     if stray:
@@ -175,27 +198,45 @@ def compute_peer_estimates(
     if not peers:
         raise ValueError(f"run {logits.run_key!r} needs at least one peer run; got none.")
     content, targets = read_run_logits(logits)
-    partner, _ = read_run_logits(peers[0])
-    check_same_rows(content, partner)
+    others = [read_run_logits(p)[0] for p in peers]
+    for other in others:
+        check_same_rows(content, other)
+    run_key = content.run.run_key
+    reading = [m for m in names if m in peer_reading_method_names()]
+    if reading:
+        have = content.features is not None and all(
+            content.features.has(s.split) for s in content.splits)
+        kept, note = skip_feature_methods(names, have, f"run {run_key!r} has none stored")
+        if note is not None:
+            logger.warning("Run %s: %s", run_key, note)
+            names = kept
     rows: list[EstimateRow] = []
     val_logits, val_labels = content.val()
-    peer_val, _ = partner.val()
     for method in names:
-        estimator = build_estimator(method, params.get(method, {}), content.run.seed)
+        group = others if method in peer_reading_method_names() else others[:1]
+        own = {**PEER_ALINE_PARAMS.get(method, {}), **params.get(method, {})}
+        estimator = build_estimator(method, own, content.run.seed)
+        features = _fit_features(content) if estimator.needs_features else {}
         start = time.perf_counter()
-        estimator.fit(val_logits, val_labels, peer_val_logits=peer_val)
+        estimator.fit(val_logits, val_labels, peer_val_logits=[o.val()[0] for o in group],
+                      **features)
         fit_seconds = time.perf_counter() - start
         for info in targets:
             target_logits = content.target_logits(info.split)
+            extra = ({"target_features": content.features.split(info.split)}
+                     if estimator.needs_features and content.features is not None else {})
             start = time.perf_counter()
-            result = estimator.estimate(target_logits,
-                                        peer_target_logits=partner.target_logits(info.split),
-                                        band=True)
+            result = estimator.estimate(
+                target_logits, peer_target_logits=[o.target_logits(info.split) for o in group],
+                band=True, **extra)
             seconds = time.perf_counter() - start
             record = result.to_record()
+            peer_keys = [o.run.run_key for o in group]
             rows.append(estimate_row(
-                content.run.run_key, info, method, result.accuracy,
-                params={**record["params"], "peer_run": partner.run.run_key},
+                run_key, info, method, result.accuracy,
+                params={**record["params"],
+                        "peer_run" if len(peer_keys) == 1 else "peer_runs":
+                            peer_keys[0] if len(peer_keys) == 1 else peer_keys},
                 diagnostics=record["diagnostics"], interval=result.interval,
                 level=result.level, fit_seconds=fit_seconds, estimate_seconds=seconds,
                 code_version=code_version,
@@ -203,9 +244,31 @@ def compute_peer_estimates(
                                 else per_class_record(result.per_class, target_logits)),
                 shift_interval=result.shift_interval,
             ))
-    logger.info("Run %s: %s against %s on %d target splits", content.run.run_key,
-                ", ".join(names), partner.run.run_key, len(targets))
+        logger.info("Run %s: %s against %s on %d target splits", run_key, method,
+                    ", ".join(o.run.run_key for o in group), len(targets))
+    if not rows:
+        raise ValueError(f"run {run_key!r}: no peer method left to run (the methods that "
+                         f"need features were skipped: {', '.join(reading)}).")
     return publish_estimates(logits, rows, {}, results)
+
+
+def stores_features(logits: LogitsRef) -> bool:
+    """Whether a run's logits file names feature files (read from its footer alone), i.e.
+    whether the methods that read features (ALine) can run on it."""
+    from storage.results import _footer_feature_shas
+
+    return bool(_footer_feature_shas(Path(logits.path)))
+
+
+def _fit_features(content: LogitsContent) -> dict[str, Any]:
+    """The fit keywords of a feature method (validation features, training subsample), as the
+    estimate stage gives them (:func:`tasks.stages.estimate._fit_features`)."""
+    assert content.features is not None
+    [val] = [s.split for s in content.splits if s.role == "val"]
+    train = content.features.train()
+    return {"val_features": content.features.split(val),
+            "train_features": None if train is None else train[0],
+            "train_labels": None if train is None else train[1]}
 
 
 def peers_code_version(dataset: str | None = None) -> str:
