@@ -9,7 +9,8 @@ Every estimator takes raw logits: ``fit(val_logits, val_labels)`` then
 Softmax probabilities are refused (every row non-negative and summing to 1, or a binary column
 inside [0, 1]); :func:`logits_from_probabilities` turns them into logits.
 
-The score estimators ``mano``, ``nuclear-norm`` and ``entropy`` return a score in ``diagnostics["score"]`` and
+The score estimators ``mano``, ``nuclear-norm`` and ``entropy`` return a score in
+``diagnostics["score"]`` and
 an accuracy only through a ``score_map`` (:class:`ScoreMap`); they are listed with
 ``available_estimators(include_scores=True)``. The shift gate (``shift-gate``) runs only when
 named: ``available_estimators(include_opt_in=True)`` lists it (``docs/SHIFT_GATE.md``).

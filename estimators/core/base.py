@@ -621,7 +621,7 @@ class Estimator(ABC):
         if self.needs_peer or (self.reads_peers and peers is not None):
             accuracy, per_sample, diagnostics = self._estimate_with_peers(logits, features,
                                                                           peers)
-        elif self.needs_features:
+        elif features is not None and self.needs_features:
             accuracy, per_sample, diagnostics = self._estimate_with_features(logits, features)
         else:
             accuracy, per_sample, diagnostics = self._estimate(logits)

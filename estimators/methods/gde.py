@@ -71,7 +71,8 @@ def disagreement_rate(logits: ArrayLike, peer_logits: ArrayLike) -> float:
 
     Examples
     --------
-    >>> disagreement_rate([[2.0, 0.0], [0.0, 1.0], [3.0, 1.0]], [[1.0, 0.0], [2.0, 1.0], [0.0, 4.0]])
+    >>> z = [[2.0, 0.0], [0.0, 1.0], [3.0, 1.0]]
+    >>> disagreement_rate(z, [[1.0, 0.0], [2.0, 1.0], [0.0, 4.0]])
     0.6666666666666666
     """
     z = check_logits(logits, "logits", keep_float32=True)

@@ -113,8 +113,8 @@ class ProjNormConfig:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
             if not ok or not math.isfinite(float(value)) or float(value) < 0 or (
                     name == "lr" and float(value) == 0):
-                raise ValueError(f"{name} must be a finite number {'> 0' if name == 'lr' else '>= 0'}; "
-                                 f"got {value!r}.")
+                bound = "> 0" if name == "lr" else ">= 0"
+                raise ValueError(f"{name} must be a finite number {bound}; got {value!r}.")
         if (isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int)
                 or self.batch_size < 1):
             raise ValueError(f"batch_size must be an integer >= 1; got {self.batch_size!r}.")

@@ -5,9 +5,10 @@ Every table, figure and list of the report shows methods and shift families in o
 * **methods**: :func:`method_order`, derived from the registries that own the names
   (:func:`estimators.available_estimators`, :data:`tasks.methods.MODEL_AWARE_METHODS`) by a
   rule: the estimators that return an accuracy on their own in registry order (GDE among
-  them), then the model-aware methods that do (not ProjNorm, a score), then ALSA's (``alsa-*``, alphabetically), the proposed method last as in
-  the paper's tables. Score methods (mapped in a section of their own) and opt-in methods get no
-  rank; they and unknown names follow alphabetically. A variant ``alsa-g[alpha=0.5]`` takes the
+  them), then the model-aware methods that do (not ProjNorm, a score), then ALSA's
+  (``alsa-*``, alphabetically), the proposed method last as in the paper's tables. Score
+  methods (mapped in a section of their own) and opt-in methods get no rank; they and unknown
+  names follow alphabetically. A variant ``alsa-g[alpha=0.5]`` takes the
   rank of its base name.
 * **shift families**: :data:`FAMILY_DISPLAY_ORDER`, the paper's order (in-distribution, then the
   natural shift, then the constructed ones), over the families of

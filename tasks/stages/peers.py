@@ -3,8 +3,9 @@
 GDE (:mod:`estimators.methods.gde`) estimates a classifier's target accuracy by how often it
 agrees with a second classifier of the same architecture trained on the same data with another
 seed; agreement-on-the-line (ALine-S/-D, :mod:`estimators.features.aline`) fits its line on the
-agreements of a family of independently trained models. The benchmark trains every dataset × backbone with several seeds on target splits shared
-across seeds, so the second model is already there: once both runs' logits are published,
+agreements of a family of independently trained models. The benchmark trains every dataset ×
+backbone with several seeds on target splits shared across seeds, so the second model is
+already there: once both runs' logits are published,
 :func:`compute_peer_estimates` reads the two logits files (their hashes checked), checks that
 the runs saw the same rows (:func:`check_same_rows`), fits each peer method on the validation
 split with the peer's validation logits and estimates every target split with the peer's target
@@ -17,7 +18,8 @@ Which run is whose peer (:func:`peer_runs`): for every dataset × backbone with 
 seeds, seed *s* is paired with the next seed and the last with the first (seeds ``0, 1, 2``:
 ``0 -> 1``, ``1 -> 2``, ``2 -> 0``), so that every run gets a GDE estimate from a model that is
 its own seed's neighbour, each pair of a two-seed benchmark is used both ways (the two runs get
-the same disagreement, compared with their own true accuracies), and no run is left out. GDE's task is cached per (run, peer run): its inputs are both logits references, the methods
+the same disagreement, compared with their own true accuracies), and no run is left out.
+GDE's task is cached per (run, peer run): its inputs are both logits references, the methods
 and their parameters, and the code version of this module's import closure
 (:func:`peers_code_version`), so retraining either run, or a change of the code it runs,
 recomputes it.

@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.flow
 
-METHODS = ["ac", "atc-mc", "alsa-g"]
+METHODS = ["ac", "atc-mc", "alsa-g", "gde"]  # gde: the peers step, after both layouts' runs
 PARAMS = {"alsa-g": {"n_anchors": 20, "max_epochs": 30}}
 KEYS = ["run_key", "split", "method"]
 
@@ -60,7 +60,7 @@ def test_sequential_and_two_dask_workers_give_identical_report_rows(
         distributed = _run(tmp_path / "dask", monkeypatch, workers=2)
 
     assert [o.state for o in distributed.outcomes if o.stage != "download"].count("Completed") \
-        == 2 * 3 + 1  # two runs x (train, extract, estimate), then the report
+        == 2 * 3 + 2 + 1  # two runs x (train, extract, estimate), two peers steps, the report
     seq, dist = _report_rows(tmp_path / "sequential"), _report_rows(tmp_path / "dask")
     assert len(seq) == 2 * 2 * len(METHODS)  # 2 seeds x 2 target splits x methods
     text = [c for c in seq.columns if seq[c].dtype == object]
