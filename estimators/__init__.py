@@ -9,7 +9,8 @@ Every estimator takes raw logits: ``fit(val_logits, val_labels)`` then
 Softmax probabilities are refused (every row non-negative and summing to 1, or a binary column
 inside [0, 1]); :func:`logits_from_probabilities` turns them into logits.
 
-The score estimators ``mano`` and ``nuclear-norm`` return a score in ``diagnostics["score"]`` and
+The score estimators ``mano``, ``nuclear-norm`` and ``entropy`` return a score in
+``diagnostics["score"]`` and
 an accuracy only through a ``score_map`` (:class:`ScoreMap`); they are listed with
 ``available_estimators(include_scores=True)``. The shift gate (``shift-gate``) runs only when
 named: ``available_estimators(include_opt_in=True)`` lists it (``docs/SHIFT_GATE.md``).
@@ -18,6 +19,11 @@ The feature methods ``distcs``, ``aline-s``, ``aline-d`` and the score ``dispers
 the classifier's penultimate-layer features (``fit(..., val_features=..., train_features=...,
 train_labels=...)``, ``estimate(..., target_features=...)``) and refuse a call without them;
 ``available_estimators(include_features=True)`` lists them (:func:`feature_estimators`).
+
+GDE (``gde``) needs a second model of the same architecture trained with another seed (a
+*peer*): ``fit(..., peer_val_logits=...)``, ``estimate(..., peer_target_logits=...)``; it refuses
+a call without them, and ``available_estimators(include_peers=True)`` lists it
+(:func:`peer_estimators`). ALine-S and ALine-D add given peers to their family of models.
 
 A result's ``shift_interval`` (the shift-aware band, :mod:`estimators.trust`) is computed after
 the estimate, on its first read or with ``estimate(..., band=True)``; a method that is only
@@ -55,6 +61,7 @@ from .core.registry import (
     estimator_params,
     feature_estimators,
     get_estimator,
+    peer_estimators,
     register,
     score_estimators,
 )
@@ -67,11 +74,13 @@ from .methods import baselines as _baselines  # noqa: E402,F401  (ac, doc, im, a
 from .methods import alsa as _alsa  # noqa: E402,F401  (alsa-g, alsa-e)
 from .scores import mano as _mano  # noqa: E402,F401  (mano, a score)
 from .scores import nuclear_norm as _nuclear_norm  # noqa: E402,F401  (nuclear-norm, a score)
+from .scores import entropy as _entropy  # noqa: E402,F401  (entropy, a score)
 from .methods import shift_gate as _shift_gate  # noqa: E402,F401  (shift-gate, opt-in)
 from .trust import auto as _auto  # noqa: E402,F401  (auto, opt-in)
 from .features import distcs as _distcs  # noqa: E402,F401  (distcs, needs features)
 from .features import aline as _aline  # noqa: E402,F401  (aline-s, aline-d, need features)
 from .features import dispersion as _dispersion  # noqa: E402,F401  (a score on features)
+from .methods import gde as _gde  # noqa: E402,F401  (gde, needs a peer model)
 from .trust.attach_band import shift_band
 
 # The one place the trust layer meets the core: a result's shift_interval, when first read (or
@@ -103,6 +112,7 @@ __all__ = [
     "get_estimator",
     "leave_one_group_out",
     "logits_from_probabilities",
+    "peer_estimators",
     "plugin_estimators",
     "register",
     "score_estimators",

@@ -47,6 +47,7 @@ from storage.paths import checkpoint_dir, data_dir, db_path, reports_dir
 from storage.results import results_root
 from tasks.plan import (
     PIPELINE_OPTIONS,
+    suite_modality,
     BenchmarkPlan,
     RunOptions,
     check_until,
@@ -71,6 +72,7 @@ from tasks.stages.healing import (
     settle,
     stage_call,
 )
+from tasks.stages.peers import peer_runs, peers_code_version, peers_task
 from tasks.stages.report import report_fingerprint, report_task
 from tasks.stages.train import train_task
 from tasks.stages.versions import (
@@ -92,6 +94,8 @@ class PipelineResult:
         One per stage task call, in order.
     datasets, checkpoints, logits, estimates : list
         The references each stage returned.
+    peers : list of EstimatesRef
+        The peers step's results (GDE), one per run with a peer (:mod:`tasks.stages.peers`).
     report : ReportRef or None
         The report, when the pipeline ran until ``report``.
     """
@@ -102,6 +106,7 @@ class PipelineResult:
     checkpoints: list[CheckpointRef] = field(default_factory=list)
     logits: list[LogitsRef] = field(default_factory=list)
     estimates: list[EstimatesRef] = field(default_factory=list)
+    peers: list[EstimatesRef] = field(default_factory=list)
     report: ReportRef | None = None
 
     def summary(self) -> dict[str, dict[str, int]]:
@@ -214,7 +219,12 @@ def _pipeline(
         m: dict(p) for m, p in (options.method_params or {}).items()
         if methods_list is None or m in methods_list
     } or None
-    run_methods = _run_methods(plan, methods_list) if last >= STAGES.index("estimate") else []
+    # the peer methods (GDE) run in the peers step, after every run's logits exist, and so do
+    # ALine-S/-D on the runs that have peers; ProjNorm joins the defaults where it is
+    # affordable (a GPU, or ALSA_BENCH_PROJNORM=on)
+    alone_methods, with_peers_methods = (
+        _run_methods(plan, methods_list, options.device)
+        if last >= STAGES.index("estimate") else ([], []))
     logger.info(
         "Pipeline %s until %s: datasets %s, backbones %s, seeds %s, refresh %s",
         plan.suite, until, list(plan.datasets), list(plan.backbones), list(plan.seeds),
@@ -232,6 +242,8 @@ def _pipeline(
                     outcome.seconds, " (output was missing: re-ran)" if outcome.healed else "")
         return ref
 
+    has_peers = set(peer_runs([f"{d}.{b}.s{s}" for d in plan.datasets
+                               for b in plan.backbones_of(d) for s in plan.seeds]))
     jobs: list[_RunJob] = []
     for dataset in plan.datasets:
         ds = note(*run_stage(
@@ -246,11 +258,11 @@ def _pipeline(
             train_v = stage_code_version("train", dataset=dataset, backbone=backbone)
             extract_v = (stage_code_version("extract", dataset=dataset, backbone=backbone)
                          if last >= STAGES.index("extract") else "")
-            method_jobs = tuple(
-                _MethodJob(m, (params or {}).get(m), method_code_version(
+            method_jobs = {
+                m: _MethodJob(m, (params or {}).get(m), method_code_version(
                     m, params=(params or {}).get(m), dataset=dataset, backbone=backbone))
-                for m in run_methods
-            )
+                for m in alone_methods
+            }
             for seed in plan.seeds:
                 jobs.append(_RunJob(
                     run_key=f"{dataset}.{backbone}.s{seed}",
@@ -266,15 +278,20 @@ def _pipeline(
                         "batch_size": options.batch_size, "code_version": extract_v,
                         "results": results,
                     },
-                    methods=method_jobs,
+                    methods=tuple(method_jobs[m] for m in (
+                        with_peers_methods if f"{dataset}.{backbone}.s{seed}" in has_peers
+                        else alone_methods)),
                 ))
     run_jobs = _run_distributed if distributed else _run_sequential
     run_jobs(jobs, result, note, fresh, last, threads, gpu)
+    if last >= STAGES.index("estimate"):
+        _run_peers(result, note, fresh, threads, methods_list, params)
 
     if last == STAGES.index("report"):
         name = options.run_name or plan.suite
-        run_keys = list(dict.fromkeys(e.run_key for e in result.estimates))
-        fingerprint = report_fingerprint(result.estimates, run_keys, methods_list)
+        run_keys = list(dict.fromkeys(e.run_key for e in (*result.estimates, *result.peers)))
+        fingerprint = report_fingerprint([*result.estimates, *result.peers], run_keys,
+                                         methods_list)
         result.report = note(*run_stage(
             report_task, "report", fresh, fingerprint, run_keys, db,
             str(reports_dir().resolve()), name, methods_list, options.publish_artifacts,
@@ -287,16 +304,72 @@ def _pipeline(
     return result
 
 
-def _run_methods(plan: BenchmarkPlan, methods: Sequence[str] | None) -> list[str]:
-    """The methods each run of ``plan`` gets, in order: the ones asked for (already narrowed to
-    the plan's modality by :func:`tasks.plan.plan_methods`), or every default method that
-    applies to the modality (:func:`tasks.methods.default_method_names`)."""
-    from tasks.methods import default_method_names, methods_for_modality, resolve_methods
-    from tasks.plan import suite_modality
+def _run_methods(
+    plan: BenchmarkPlan, methods: Sequence[str] | None, device: str,
+) -> tuple[list[str], list[str]]:
+    """The estimate stage's methods for a run without peers and for a run with peers, in order.
 
+    The methods asked for (already narrowed to the plan's modality by
+    :func:`tasks.plan.plan_methods`), or every default method that applies to the modality
+    (:func:`tasks.methods.default_method_names`), ProjNorm among them only where it is
+    affordable (:func:`tasks.methods.projnorm_by_default`). The peer methods (GDE) never run in
+    the estimate stage (the peers step runs them, :func:`_run_peers`); where a run has peers,
+    the methods that read them (ALine-S/-D) run in the peers step too.
+    """
+    from tasks.methods import (
+        default_method_names,
+        methods_for_modality,
+        peer_method_names,
+        peer_reading_method_names,
+        projnorm_by_default,
+        resolve_methods,
+    )
+
+    peer, reading = set(peer_method_names()), set(peer_reading_method_names())
     if methods is not None:
-        return resolve_methods(methods, None)[0]
-    return methods_for_modality(default_method_names(), suite_modality(plan.suite))
+        listed = resolve_methods(methods, None)[0]
+    else:
+        modality = suite_modality(plan.suite)
+        listed = [m for m in methods_for_modality(default_method_names(), modality)
+                  if m != "projnorm" or projnorm_by_default(device)]
+    alone = [m for m in listed if m not in peer]
+    return alone, [m for m in alone if m not in reading]
+
+
+def _run_peers(
+    result: PipelineResult, note: Any, fresh: frozenset[str], threads: int,
+    methods: Sequence[str] | None, params: Mapping[str, Mapping[str, Any]] | None,
+) -> None:
+    """The peers step of every run with a peer, once every run's logits are published: GDE
+    against the next seed (cached per run and peer run), ALine-S/-D with every other seed in
+    their family (cached per run and all its peers; runs that store features only).
+
+    The tasks run in this process in both layouts (they compare predictions the logits files
+    hold) and are refreshed with the estimate stage; their files are ingested like the
+    estimate stage's.
+    """
+    from tasks.methods import default_method_names, peer_method_names, peer_reading_method_names
+    from tasks.stages.peers import stores_features
+
+    asked = default_method_names() if methods is None else methods
+    gde = [m for m in asked if m in peer_method_names()]
+    aline = [m for m in asked if m in peer_reading_method_names()]
+    published = {ref.run_key: replace(ref, digest="") for ref in result.logits}
+    for key, peers in peer_runs(list(published)).items():
+        calls = []
+        if gde:
+            calls.append((gde, [published[peers[0]]]))
+        if aline and stores_features(published[key]):
+            calls.append((aline, [published[p] for p in peers]))
+        for wanted, group in calls:
+            own = {m: dict(p) for m, p in (params or {}).items() if m in wanted} or None
+            ref, outcome = run_stage(
+                peers_task, "estimate", fresh, published[key], group, wanted, own,
+                peers_code_version(), threads=threads,
+                key=f"{key}~{'+'.join(g.run_key for g in group)}",
+                check=result_intact, ingest=ingest_result,
+            )
+            result.peers.append(note(ref, replace(outcome, stage="peers")))
 
 
 def _sweep_leftovers(results: str, logger: Any) -> list[Path]:
@@ -397,6 +470,12 @@ class _RunJob:
         """``extract_task``'s positional arguments for the checkpoint (or its future)."""
         return _stage_args(extract_task, checkpoint=checkpoint, **self.extract)
 
+    @property
+    def runs_estimate(self) -> bool:
+        """Whether the estimate stage has a method to run (not when only peer methods, which
+        the peers step runs, were asked for)."""
+        return bool(self.methods)
+
     def estimate_args(self, logits: Any, checkpoint: Any, job: _MethodJob) -> tuple[Any, ...]:
         """``estimate_task``'s positional arguments for one method, the logits and (for a
         model-aware method only) the checkpoint, either of them a future."""
@@ -441,7 +520,7 @@ def _run_sequential(
             key=job.run_key, check=result_intact, ingest=ingest_result,
         ))
         result.logits.append(logits)
-        if last < STAGES.index("estimate"):
+        if last < STAGES.index("estimate") or not job.runs_estimate:
             continue
         published = replace(logits, digest="")
         for method in job.methods:
@@ -493,7 +572,7 @@ def _run_distributed(
                                            key=key).submit(
                     *args, threads=threads, wait_for=[prepared[dataset_ref.name]],
                 )
-        if last >= STAGES.index("estimate"):
+        if last >= STAGES.index("estimate") and job.runs_estimate:
             for method in job.methods:
                 kill_point("estimate")
                 args = job.estimate_args(extracts[key], trains[key], method)

@@ -30,6 +30,7 @@ from ._features import (
     check_target_features,
     require_features,
 )
+from ._peers import PeerPredictions, check_peer_logits, require_peer
 from ._validation import check_logits, check_val_inputs, warn_small_target
 from .band_slot import BandRequest
 from .exceptions import InertParameterWarning, NotFittedError
@@ -354,6 +355,13 @@ class Estimator(ABC):
     #: ``target_features`` at ``estimate``; :mod:`estimators.core._features`) and refuses a call
     #: without them; left out of ``available_estimators()`` unless ``include_features=True``.
     needs_features: ClassVar[bool] = False
+    #: Whether the estimator needs a peer model's logits (``peer_val_logits`` at ``fit``,
+    #: ``peer_target_logits`` at ``estimate``; :mod:`estimators.core._peers`) and refuses a call
+    #: without them (GDE); left out of ``available_estimators()`` unless ``include_peers=True``.
+    needs_peer: ClassVar[bool] = False
+    #: Whether the estimator reads peer models when they are given, without needing them
+    #: (agreement-on-the-line adds them to its family of models).
+    reads_peers: ClassVar[bool] = False
 
     if TYPE_CHECKING:
         # Hyper-parameters are attributes that the synthesised ``__init__`` sets from ``PARAMS``;
@@ -436,6 +444,7 @@ class Estimator(ABC):
         val_features: Any = None,
         train_features: Any = None,
         train_labels: Any = None,
+        peer_val_logits: Any = None,
     ) -> Self:
         """Learn from labelled in-distribution validation logits (and, optionally, features).
 
@@ -454,6 +463,13 @@ class Estimator(ABC):
             Features of (a sample of) the training set; needs ``val_features``.
         train_labels : array-like of shape (n_train,), optional
             Labels of the ``train_features`` rows.
+        peer_val_logits : array-like, optional
+            A peer model's logits on the validation rows (same architecture, same training
+            data, another seed), shape ``(n_samples, n_classes)``; several peers as a 3-D array
+            ``(n_peers, n_samples, n_classes)`` or a list of arrays
+            (:mod:`estimators.core._peers`). Required by the methods with ``needs_peer = True``
+            (``gde``), read by those with ``reads_peers = True`` (``aline-s``, ``aline-d``),
+            validated for every method.
 
         Returns
         -------
@@ -462,8 +478,9 @@ class Estimator(ABC):
         Raises
         ------
         ValueError
-            Malformed logits, labels or features (:mod:`estimators.core._features`); a feature
-            method called without ``val_features``.
+            Malformed logits, labels, features (:mod:`estimators.core._features`) or peer
+            logits (:mod:`estimators.core._peers`); a feature method called without
+            ``val_features``; a peer method called without ``peer_val_logits``.
 
         Warns
         -----
@@ -484,6 +501,14 @@ class Estimator(ABC):
             raise require_features(type(self).__name__, self.name, "val_features", "fit")
         self.fit_features_: FitFeatures | None = features if self.needs_features else None
         self.feature_dim_: int | None = None if features is None else features.dim
+        peers = None if peer_val_logits is None else check_peer_logits(
+            peer_val_logits, "peer_val_logits", n_rows=int(logits.shape[0]),
+            rows_of="val_logits", n_classes=int(logits.shape[1]))
+        if self.needs_peer and peers is None:
+            raise require_peer(type(self).__name__, self.name, "peer_val_logits", "fit")
+        self.fit_peers_: PeerPredictions | None = (
+            peers if (self.needs_peer or self.reads_peers) else None)
+        self.n_peers_: int | None = None if peers is None else peers.n_peers
         self._warn_inert_params(int(logits.shape[0]))
         self._fit(logits, labels)
         self.n_classes_ = int(logits.shape[1])
@@ -530,6 +555,7 @@ class Estimator(ABC):
         target_logits: Any,
         *,
         target_features: Any = None,
+        peer_target_logits: Any = None,
         level: float = DEFAULT_LEVEL,
         band: bool = False,
     ) -> AccuracyEstimate:
@@ -542,6 +568,11 @@ class Estimator(ABC):
         target_features : array-like of shape (n_target, d), optional
             Features of the target rows (the dimension given at ``fit``); required by the
             methods with ``needs_features = True``, validated for every method.
+        peer_target_logits : array-like, optional
+            The peers' logits on the target rows, as many peers as ``peer_val_logits`` held
+            at ``fit`` (:mod:`estimators.core._peers`); required by the methods with
+            ``needs_peer = True``, read by those with ``reads_peers = True`` when ``fit`` had
+            peers too, validated for every method.
         level : float in (0, 1), default 0.90
             Nominal coverage of the result's ``interval`` (:func:`sampling_interval`) and
             ``shift_interval``.
@@ -557,8 +588,9 @@ class Estimator(ABC):
         Raises
         ------
         ValueError
-            If ``level`` is not a number in (0, 1), or the logits are malformed (including
-            probabilities passed as logits).
+            If ``level`` is not a number in (0, 1), the logits are malformed (including
+            probabilities passed as logits), or a peer method gets no ``peer_target_logits``
+            (or another number of peers than at ``fit``).
 
         Warns
         -----
@@ -583,11 +615,27 @@ class Estimator(ABC):
             target_features, n_target=int(logits.shape[0]),
             dim=getattr(self, "feature_dim_", None),
         )
+        peers = None if peer_target_logits is None else check_peer_logits(
+            peer_target_logits, "peer_target_logits", n_rows=int(logits.shape[0]),
+            rows_of="target_logits", n_classes=self.n_classes_,
+            n_peers=getattr(self, "n_peers_", None))
         warn_small_target(int(logits.shape[0]), "target_logits", stacklevel=3)
-        if self.needs_features:
-            if features is None:
-                raise require_features(type(self).__name__, self.name, "target_features",
-                                       "estimate")
+        if self.needs_features and features is None:
+            raise require_features(type(self).__name__, self.name, "target_features",
+                                   "estimate")
+        if self.needs_peer and peers is None:
+            raise require_peer(type(self).__name__, self.name, "peer_target_logits",
+                               "estimate")
+        if self.reads_peers and (peers is None) != (getattr(self, "fit_peers_", None) is None):
+            given, missing = (("fit", "estimate") if peers is None else ("estimate", "fit"))
+            raise ValueError(
+                f"{type(self).__name__} ({self.name!r}) got peer logits at {given} but not at "
+                f"{missing}: pass peer_val_logits to fit and peer_target_logits to estimate "
+                "(the same peers), or neither.")
+        if self.needs_peer or (self.reads_peers and peers is not None):
+            accuracy, per_sample, diagnostics = self._estimate_with_peers(logits, features,
+                                                                          peers)
+        elif features is not None and self.needs_features:
             accuracy, per_sample, diagnostics = self._estimate_with_features(logits, features)
         else:
             accuracy, per_sample, diagnostics = self._estimate(logits)
@@ -670,3 +718,14 @@ class Estimator(ABC):
         """``_estimate`` of the methods with ``needs_features``: validated target logits and
         features (the fitted ones are ``self.fit_features_``). Default: ignore the features."""
         return self._estimate(target_logits)
+
+    def _estimate_with_peers(
+        self, target_logits: NDArray[np.float64], target_features: FeatureArray | None,
+        target_peers: PeerPredictions | None,
+    ) -> tuple[float, NDArray[np.float64] | None, Mapping[str, Any]]:
+        """``_estimate`` of the methods with ``needs_peer`` (always) or ``reads_peers`` (when
+        peers were given): validated target logits, features (or None) and the peers'
+        predictions (the fitted ones are ``self.fit_peers_``)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} declares needs_peer or reads_peers but does not implement "
+            "_estimate_with_peers.")

@@ -35,8 +35,11 @@ def markdown_table(name: str) -> str:
     | `n_bins` | int in [1, inf] | `10` | Equal-width confidence bins over [0, 1]. |
     | `temperature_scaling` | bool | `True` | Fit a temperature on the validation set and apply it to validation and target logits (the papers' "Post T"; False: "Pre T"). |
     """
+    declared = estimator_params(name)
+    if not declared:
+        return "No hyper-parameters."
     rows = ["| parameter | accepts | default | meaning |", "| --- | --- | --- | --- |"]
-    for p in estimator_params(name):
+    for p in declared:
         doc = p.doc if not p.acts else f"{p.doc} Acts with {p.acts}."
         if p.affects == "speed":
             doc += " Speed only: estimates agree to float round-off."

@@ -31,7 +31,8 @@ def register(name: str) -> Callable[[E], E]:
 
 
 def available_estimators(
-    *, include_scores: bool = False, include_opt_in: bool = False, include_features: bool = False
+    *, include_scores: bool = False, include_opt_in: bool = False, include_features: bool = False,
+    include_peers: bool = False,
 ) -> list[str]:
     """Registry keys of the estimators, in registration order.
 
@@ -51,6 +52,9 @@ def available_estimators(
         ``dispersion``), which refuse a call without ``val_features`` / ``target_features``.
         Off by default, so that the default methods (the benchmark's, ``alsa-bench
         estimate``'s) stay the ones that need logits alone.
+    include_peers : bool, default False
+        Also list the estimators that need a peer model (``needs_peer = True``: ``gde``), which
+        refuse a call without ``peer_val_logits`` / ``peer_target_logits``.
 
     Examples
     --------
@@ -61,7 +65,17 @@ def available_estimators(
     return [k for k, cls in ESTIMATORS.items()
             if (include_scores or not getattr(cls, "needs_score_map", False))
             and (include_opt_in or not getattr(cls, "opt_in", False))
-            and (include_features or not getattr(cls, "needs_features", False))]
+            and (include_features or not getattr(cls, "needs_features", False))
+            and (include_peers or not getattr(cls, "needs_peer", False))]
+
+
+def peer_estimators() -> list[str]:
+    """Registry keys of the estimators that need a peer model (``needs_peer = True``).
+
+    >>> peer_estimators()
+    ['gde']
+    """
+    return [k for k, cls in ESTIMATORS.items() if getattr(cls, "needs_peer", False)]
 
 
 def score_estimators(*, include_features: bool = False) -> list[str]:
@@ -87,7 +101,7 @@ def _estimator_class(name: str) -> type[Estimator]:
         return ESTIMATORS[name]
     except KeyError:
         every = available_estimators(include_scores=True, include_opt_in=True,
-                                     include_features=True)
+                                     include_features=True, include_peers=True)
         raise ValueError(f"Unknown estimator {name!r}; available: {', '.join(every)}.") from None
 
 

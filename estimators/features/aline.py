@@ -1,4 +1,4 @@
-r"""ALine-S and ALine-D: agreement-on-the-line with cheap linear heads on one backbone.
+r"""ALine-S and ALine-D: agreement-on-the-line with peer models and cheap linear heads.
 
 Baek et al. observe that, across a family of models, in-distribution (ID) versus
 out-of-distribution (OOD) **agreement** between pairs of models lies on a line in probit space
@@ -20,13 +20,18 @@ are fitted by least squares on the agreements of every pair, and
   over-determined linear system in the unknowns :math:`\Phi^{-1}(\mathrm{acc}_T(h))`, solved
   by least squares (:func:`aline_solve`).
 
-The paper needs many independently trained models. The cheap variant here keeps one backbone
-(the classifier whose logits are given, model 0) and adds :math:`K` multinomial
-logistic-regression heads trained on its features (each on a seeded random projection of them,
-:class:`LinearHeads`), each on a seeded subsample of the training features (``train_features`` / ``train_labels``; without them, on half of the validation rows,
-the other half then measuring the ID accuracies and agreements, with a
-:class:`~estimators.core.exceptions.FeatureFallbackWarning`). The family is the backbone plus the
-heads; the estimate is the backbone's.
+The paper's family is many independently trained models (the authors' recipe,
+``kebaek/agreement-on-the-line``: every pair of a model zoo). Here the family is the backbone
+(the classifier whose logits are given, model 0), then its **peers** when they are given
+(``fit(..., peer_val_logits=...)``, ``estimate(..., peer_target_logits=...)``: the same
+architecture trained on the same data with other seeds, :mod:`estimators.core._peers`; the
+benchmark passes every other seed of a run), then :math:`K` cheap multinomial
+logistic-regression heads trained on the backbone's features (each on a seeded random projection
+of them, :class:`LinearHeads`), each on a seeded subsample of the training features
+(``train_features`` / ``train_labels``; without them, on half of the validation rows, the other
+half then measuring the ID accuracies and agreements, with a
+:class:`~estimators.core.exceptions.FeatureFallbackWarning`). ``n_heads=0`` keeps the backbone
+and its peers alone, the authors' recipe on the models at hand. The estimate is the backbone's.
 
 References
 ----------
@@ -48,6 +53,7 @@ from scipy.optimize import minimize
 from scipy.stats import norm
 
 from ..core._features import FeatureArray, FeatureOnly
+from ..core._peers import PeerPredictions
 from ..core.base import Estimator
 from ..core.exceptions import FeatureFallbackWarning
 from ..core.params import Param, with_defaults
@@ -259,7 +265,8 @@ class ALine(FeatureOnly, Estimator):
     variant : {"s", "d"}
         ALine-S or ALine-D.
     n_heads : int, default 10
-        Linear heads :math:`K` (the family is the backbone plus the heads).
+        Linear heads :math:`K` (the family is the backbone, its peers when given, and the
+        heads); 0 keeps the backbone and its peers alone (refused without peers).
     subsample : float in (0, 1], default 0.5
         Fraction of the training rows each head is fitted on (seeded per head).
     l2 : float, default 1e-3
@@ -275,19 +282,21 @@ class ALine(FeatureOnly, Estimator):
     Notes
     -----
     ``diagnostics``: ``slope``, ``bias``, ``r2`` (agreement line), ``aline_s``, ``aline_d``,
-    ``heads_fit_on`` (``"train"`` or ``"val"``), ``head_id_accuracy`` (mean), ``n_pairs``.
+    ``heads_fit_on`` (``"train"``, ``"val"`` or ``"none"``), ``head_id_accuracy`` (mean; None
+    without heads), ``n_peers``, ``peer_id_accuracy`` (mean; None without peers), ``n_pairs``.
     ``per_sample`` is None.
     """
 
     name: ClassVar[str] = "aline"
     needs_features: ClassVar[bool] = True
+    reads_peers: ClassVar[bool] = True
     has_per_sample: ClassVar[bool] = False
 
     PARAMS: ClassVar[tuple[Param, ...]] = (
         Param("variant", "choice", "s", "ALine-S (map the backbone's ID accuracy through the "
               "agreement line) or ALine-D (pairwise linear system).", choices=("s", "d")),
-        Param("n_heads", "int", 10, "Logistic-regression heads trained on the features.",
-              low=2),
+        Param("n_heads", "int", 10, "Logistic-regression heads trained on the features (0: "
+              "none, the peer models alone; needs peers).", low=0),
         Param("subsample", "float", 0.5, "Fraction of the training rows each head sees.",
               low=0.0, high=1.0, low_open=True),
         Param("l2", "float", 1e-3, "L2 penalty of the heads' weights.", low=0.0),
@@ -300,49 +309,85 @@ class ALine(FeatureOnly, Estimator):
     def _fit(self, val_logits: NDArray[np.float64], val_labels: NDArray[np.int64]) -> None:
         features = self.fit_features_
         assert features is not None  # fit() refuses a call without them
+        peers = self.fit_peers_
+        if int(self.n_heads) == 0 and peers is None:
+            raise ValueError(
+                f"The 'n_heads' parameter of {type(self).__name__} may be 0 only with peer "
+                "models (fit(..., peer_val_logits=...)): the family needs at least 2 models; "
+                "got n_heads=0 and no peer.")
         c = int(val_logits.shape[1])
         id_rows = np.arange(val_labels.size)
-        if features.train is not None and features.train_labels is not None:
-            self.heads_fit_on_ = "train"
-            fx, fy = features.train, features.train_labels
-        else:
-            self.heads_fit_on_ = "val"
-            missing = "train_labels" if features.train is not None else "train_features"
-            warnings.warn(
-                f"{type(self).__name__} ({self.name!r}) got no {missing}: its heads are fitted "
-                "on half of the validation rows and the other half measures the in-distribution "
-                "agreement, so both rest on half as many rows; pass train_features and "
-                "train_labels for the method as published.",
-                FeatureFallbackWarning, stacklevel=4,
-            )
-            perm = np.random.default_rng(self.seed).permutation(val_labels.size)
-            half = val_labels.size // 2
-            head_rows, id_rows = np.sort(perm[:half]), np.sort(perm[half:])
-            fx, fy = features.val[head_rows], val_labels[head_rows]
-        self.heads_ = LinearHeads(
-            self.n_heads, float(self.subsample), float(self.l2), int(self.max_iter),
-            int(self.seed), None if self.head_dim is None else int(self.head_dim),
-        ).fit(fx, fy, c)
-        preds = np.column_stack([val_logits[id_rows].argmax(axis=1),
-                                 self.heads_.predict(features.val[id_rows])])
+        self.heads_: LinearHeads | None = None
+        self.heads_fit_on_ = "none"
+        if int(self.n_heads) > 0:
+            if features.train is not None and features.train_labels is not None:
+                self.heads_fit_on_ = "train"
+                fx, fy = features.train, features.train_labels
+            else:
+                self.heads_fit_on_ = "val"
+                missing = "train_labels" if features.train is not None else "train_features"
+                warnings.warn(
+                    f"{type(self).__name__} ({self.name!r}) got no {missing}: its heads are "
+                    "fitted on half of the validation rows and the other half measures the "
+                    "in-distribution agreement, so both rest on half as many rows; pass "
+                    "train_features and train_labels for the method as published.",
+                    FeatureFallbackWarning, stacklevel=4,
+                )
+                perm = np.random.default_rng(self.seed).permutation(val_labels.size)
+                half = val_labels.size // 2
+                head_rows, id_rows = np.sort(perm[:half]), np.sort(perm[half:])
+                fx, fy = features.val[head_rows], val_labels[head_rows]
+            self.heads_ = LinearHeads(
+                self.n_heads, float(self.subsample), float(self.l2), int(self.max_iter),
+                int(self.seed), None if self.head_dim is None else int(self.head_dim),
+            ).fit(fx, fy, c)
+        preds = self._family(val_logits[id_rows], features.val[id_rows],
+                             None if peers is None else peers.predictions[:, id_rows])
         self.acc_id_ = (preds == val_labels[id_rows, None]).mean(axis=0)
         self.agr_id_, self.pairs_ = agreement_pairs(preds)
         self.n_id_ = int(id_rows.size)
 
+    def _family(self, logits: NDArray[np.float64], features: FeatureArray,
+                peers: NDArray[np.int64] | None) -> NDArray[np.int64]:
+        """Predictions of the family on some rows, one column per model: the backbone, then
+        the peers (when given), then the heads."""
+        columns = [logits.argmax(axis=1)[:, None]]
+        if peers is not None:
+            columns.append(peers.T)
+        if self.heads_ is not None:
+            columns.append(self.heads_.predict(features))
+        return np.column_stack(columns).astype(np.int64, copy=False)
 
     def _estimate_with_features(
         self, target_logits: NDArray[np.float64], target_features: FeatureArray
     ) -> tuple[float, NDArray[np.float64] | None, Mapping[str, Any]]:
-        preds = np.column_stack([target_logits.argmax(axis=1),
-                                 self.heads_.predict(target_features)])
+        return self._estimate_family(self._family(target_logits, target_features, None))
+
+    def _estimate_with_peers(
+        self, target_logits: NDArray[np.float64], target_features: FeatureArray | None,
+        target_peers: PeerPredictions | None,
+    ) -> tuple[float, NDArray[np.float64] | None, Mapping[str, Any]]:
+        assert target_features is not None and target_peers is not None
+        return self._estimate_family(
+            self._family(target_logits, target_features, target_peers.predictions))
+
+    def _estimate_family(
+        self, preds: NDArray[np.int64]
+    ) -> tuple[float, NDArray[np.float64] | None, Mapping[str, Any]]:
         agr_ood, _ = agreement_pairs(preds)
         out = aline_solve(self.acc_id_, self.agr_id_, agr_ood, self.pairs_, n_id=self.n_id_,
-                          n_ood=int(target_logits.shape[0]))
+                          n_ood=int(preds.shape[0]))
         s, d = float(out["aline_s"][0]), float(out["aline_d"][0])
+        n_peers = 0 if self.fit_peers_ is None else self.fit_peers_.n_peers
+        heads = self.acc_id_[1 + n_peers:]
+        peer_acc = self.acc_id_[1:1 + n_peers]
         return (s if self.variant == "s" else d), None, {
             "slope": out["slope"], "bias": out["bias"], "r2": out["r2"],
             "aline_s": s, "aline_d": d, "heads_fit_on": self.heads_fit_on_,
-            "head_id_accuracy": float(np.mean(self.acc_id_[1:])), "n_pairs": len(self.pairs_),
+            "head_id_accuracy": float(np.mean(heads)) if heads.size else None,
+            "n_peers": n_peers,
+            "peer_id_accuracy": float(np.mean(peer_acc)) if peer_acc.size else None,
+            "n_pairs": len(self.pairs_),
         }
 
 

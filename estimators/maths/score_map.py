@@ -321,11 +321,13 @@ class ScoreEstimator(Estimator):
         target_logits: Any,
         *,
         target_features: Any = None,
+        peer_target_logits: Any = None,
         level: float = DEFAULT_LEVEL,
         band: bool = False,
     ) -> AccuracyEstimate:
         """Score the target set (see the class docstring); ``accuracy`` needs ``score_map``."""
-        result = super().estimate(target_logits, target_features=target_features, level=level)
+        result = super().estimate(target_logits, target_features=target_features,
+                                  peer_target_logits=peer_target_logits, level=level)
         if self.map_ is not None:
             interval = self.map_.prediction_interval(result.diagnostics["score"], result.level)
             result = result.replace(interval=interval)  # a pending band stays pending

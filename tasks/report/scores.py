@@ -1,7 +1,8 @@
-r"""Score methods (MaNo, nuclear norm) in the benchmark: the meta-set map from score to accuracy.
+r"""Score methods in the benchmark: the meta-set map from score to accuracy.
 
-MaNo (Xie et al., NeurIPS 2024) and the nuclear norm (Deng et al., ICML 2023) return a
-label-free *score*, not an accuracy (:mod:`estimators.maths.score_map`). Their papers turn a score
+MaNo (Xie et al., NeurIPS 2024), the nuclear norm (Deng et al., ICML 2023), Entropy (Wang et
+al. 2020) and ProjNorm (Yu et al., ICML 2022; a model-aware method) return a label-free
+*score*, not an accuracy (:mod:`estimators.maths.score_map`). Their papers turn a score
 into an accuracy with a regression fitted on a labelled *meta-set*: shifted copies of the source
 data whose accuracies are known (Deng & Zheng, CVPR 2021). The benchmark does the same, honestly,
 within each run (one dataset × backbone × seed):
@@ -240,11 +241,13 @@ def read_score_rows(con: Any, methods: Sequence[str], run_keys: Sequence[str] | 
 
 
 def score_methods(df: pd.DataFrame) -> list[str]:
-    """The score methods (``needs_score_map``: MaNo, nuclear norm) among the rows' methods."""
+    """The score methods among the rows' methods: the score estimators (``needs_score_map``:
+    MaNo, nuclear norm, Entropy) and the model-aware scores (ProjNorm)."""
     from estimators import score_estimators
+    from tasks.methods import MODEL_AWARE_SCORES
 
     present = set(df["method"].astype(str))
-    return [m for m in score_estimators() if m in present]
+    return [m for m in (*score_estimators(), *MODEL_AWARE_SCORES) if m in present]
 
 
 def score_tables(con: Any, methods: Sequence[str], run_keys: Sequence[str]) -> dict[str, Any]:

@@ -106,6 +106,10 @@ def _split_model_aware(
     from tasks.data.datasets import get_dataset_spec
 
     asked = [m for m in names if m in MODEL_AWARE_METHODS]
+    if defaulted:  # ProjNorm is a default method only where the flow found it affordable,
+        # and then the flow names it (tasks.methods.projnorm_by_default)
+        asked = [m for m in asked if m != "projnorm"]
+        names = [m for m in names if m != "projnorm"]
     if not asked:
         return names, []
     modality = None
@@ -151,7 +155,8 @@ def compute_estimates(
     logits : LogitsRef
         From :func:`tasks.stages.extract.compute_logits` (or the ingested one).
     methods : sequence of str, optional
-        Registry keys to run; default :func:`tasks.methods.default_method_names`.
+        Registry keys to run; default :func:`tasks.methods.default_method_names`. Peer methods
+        (GDE) among them are left to :mod:`tasks.stages.peers`.
     method_params : mapping of str to mapping, optional
         Hyper-parameters per method, e.g. ``{"alsa-g": {"n_anchors": 200}}``. Estimators with a
         ``seed`` parameter get the run's seed unless it is given here.
@@ -159,8 +164,10 @@ def compute_estimates(
         Stored with every row, for provenance.
     checkpoint : CheckpointRef, optional
         The run's trained classifier, for model-aware methods (``gnnevaluator`` on graph
-        runs, :mod:`tasks.stages.model_aware`). Without it, or on a run of another modality, those
-        methods are skipped when ``methods`` is None and refused when named.
+        runs, ``projnorm`` on image runs, :mod:`tasks.stages.model_aware`). Without it, or on a
+        run of another modality, those methods are skipped when ``methods`` is None and refused
+        when named. ProjNorm runs only when named (the flow names it where it is affordable:
+        :func:`tasks.methods.projnorm_by_default`).
     results : str or Path, optional
         Results root; default the root ``logits.path`` lies in.
 
@@ -183,6 +190,7 @@ def compute_estimates(
     """
     run_key = _logits_run_key(logits)
     names, params = resolve_methods(methods, method_params)
+    names = skip_peer_methods_of_stage(names, run_key)  # the peers stage runs them
     names, model_aware = _split_model_aware(names, methods is None, run_key, checkpoint)
     content, targets = read_run_logits(logits)
     rows, fitted = estimate_rows(
@@ -248,6 +256,7 @@ def compute_method_estimates(
         raise TypeError(f"method must be a registry key (str); got {type(method).__name__}.")
     run_key = _logits_run_key(logits)
     names, resolved = resolve_methods([method], {method: dict(params)} if params else None)
+    names = skip_peer_methods_of_stage(names, run_key)  # the peers step runs them
     logit_methods, model_aware = _split_model_aware(names, False, run_key, checkpoint)
     if checkpoint is not None and not model_aware:
         raise ValueError(
@@ -269,6 +278,26 @@ def compute_method_estimates(
     if not rows:  # skipped: estimate_rows logged why
         return None
     return replace(publish_estimates(logits, rows, anchors, results), method=method)
+
+
+def skip_peer_methods_of_stage(names: Sequence[str], run_key: str) -> list[str]:
+    """``names`` without the peer methods (GDE), which :mod:`tasks.stages.peers` runs once the
+    run's peer exists.
+
+    Raises
+    ------
+    ValueError
+        If nothing is left: the estimate stage has no method to run.
+    """
+    from tasks.methods import peer_method_names
+
+    peers = set(peer_method_names())
+    kept = [m for m in names if m not in peers]
+    if not kept:
+        raise ValueError(
+            f"run {run_key!r}: methods {list(names)} are all peer methods, which the peers "
+            "stage runs (tasks.stages.peers); the estimate stage needs another method.")
+    return kept
 
 
 def ingest_estimates(ref: EstimatesRef) -> EstimatesRef:

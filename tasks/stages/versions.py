@@ -243,8 +243,9 @@ def dataset_roots(stage: str, dataset: str, backbone: str | None = None) -> tupl
     ``download``: the dataset's module. ``train``: also its modality's adapter and the module
     of ``backbone`` (of every backbone that applies to the dataset when it is None).
     ``extract``: also the modules implementing its shift families for its modality.
-    ``estimate``: for a modality with model-aware methods (graphs: GNNEvaluator runs the model
-    on the splits), GNNEvaluator and the extract roots; otherwise nothing (stored logits only).
+    ``estimate``: for a modality with model-aware methods (graphs: GNNEvaluator; images:
+    ProjNorm; each runs the model on the splits), their modules and the extract roots;
+    otherwise nothing (stored logits only).
     ``report`` adds nothing.
 
     Raises
@@ -260,11 +261,13 @@ def dataset_roots(stage: str, dataset: str, backbone: str | None = None) -> tupl
     if stage == "estimate":
         # logit methods read stored logits only; model-aware ones (GNNEvaluator on graphs) also
         # run the model on the dataset's splits, so their runs depend on what extract does
-        from tasks.methods import MODEL_AWARE_METHODS
+        from tasks.methods import MODEL_AWARE_METHODS, MODEL_AWARE_MODULES
 
-        if not any(spec.modality in mods for mods in MODEL_AWARE_METHODS.values()):
+        modules = [MODEL_AWARE_MODULES[m] for m, mods in MODEL_AWARE_METHODS.items()
+                   if spec.modality in mods]
+        if not modules:
             return ()
-        return ("tasks.models.gnnevaluator", *dataset_roots("extract", dataset, backbone))
+        return (*modules, *dataset_roots("extract", dataset, backbone))
     out = [spec.module] if spec.module else []
     if stage in ("train", "extract"):
         from tasks.models.backbones import backbones_for, get_backbone_spec

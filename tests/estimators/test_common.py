@@ -30,9 +30,10 @@ FAST_PARAMS: dict[str, dict[str, Any]] = {
     # score estimators return an accuracy only through a map: the identity line here
     "mano": {"score_map": (1.0, 0.0)},
     "nuclear-norm": {"score_map": (1.0, 0.0)},
+    "entropy": {"score_map": (1.0, 0.0)},
 }
 KEYS = available_estimators(include_scores=True, include_opt_in=True)
-SCORES = {"mano", "nuclear-norm"}
+SCORES = {"mano", "nuclear-norm", "entropy"}
 #: MaNo's Taylor normalisation 1 + q + q^2/2 reads the logits' level (estimators/scores/mano.py), so
 #: it is exempt from the per-row-constant checks; its flat/column binary shapes still agree.
 SHIFT_VARIANT = {"mano"}
@@ -95,7 +96,7 @@ def test_score_estimators_are_listed_only_on_request():
         assert not getattr(ESTIMATORS[key], "needs_score_map", False)
 
 
-SCORES_ORDER = ["mano", "nuclear-norm"]
+SCORES_ORDER = ["mano", "nuclear-norm", "entropy"]
 
 
 @pytest.mark.parametrize("key", SCORES_ORDER)

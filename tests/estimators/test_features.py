@@ -112,7 +112,8 @@ def test_registry_lists_feature_methods_only_on_request():
     assert available_estimators(include_features=True)[-3:] == ["distcs", "aline-s", "aline-d"]
     assert "dispersion" not in available_estimators(include_features=True)
     assert "dispersion" in available_estimators(include_features=True, include_scores=True)
-    assert score_estimators(include_features=True) == ["mano", "nuclear-norm", "dispersion"]
+    assert score_estimators(include_features=True) == ["mano", "nuclear-norm", "entropy",
+                                                      "dispersion"]
     for key in FEATURE_KEYS:
         assert ESTIMATORS[key].needs_features is True
         assert key not in KEYS

@@ -268,3 +268,57 @@ def test_lost_database_is_refilled_from_results_and_lost_files_are_recomputed(
             ("anchors",), *[("estimates",)] * len(METHODS), ("logits",)
         ]
     assert again["estimated_accuracy"].tolist() == expected["estimated_accuracy"].tolist()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_two_seeds_get_gde_from_the_peers_step_cached_per_pair(
+    prefect_server, tiny_suite, state_home
+) -> None:
+    """Issue 32: every run of a dataset x backbone with two seeds is paired with the other seed;
+    GDE's rows sit beside the estimate stage's, in the report, and a second run reuses them.
+    ALine-S runs in the peers step with the other seed in its family, not in the estimate
+    stage."""
+    import json
+
+    import numpy as np
+
+    from storage import connect, read_report_rows
+    from storage.estimates import read_estimates
+    from storage.results import read_logits_file
+
+    methods = ["ac", "gde", "aline-s"]
+    first = _run(seeds=2, methods=methods, method_params=None)
+    peers = [o for o in first.outcomes if o.stage == "peers"]
+    # GDE and ALine per run (two seeds: the same peer for both)
+    assert sorted(o.key for o in peers) == 2 * ["tiny.mlp.s0~tiny.mlp.s1"] + 2 * [
+        "tiny.mlp.s1~tiny.mlp.s0"]
+    assert all(o.state == "Completed" for o in peers)
+    with connect(read_only=True) as con:
+        rows = read_report_rows(con, suite="tiny")
+        stored = read_estimates(con, "tiny.mlp.s0")
+        gde = {r.split: r for r in stored if r.method == "gde"}
+        aline = [r for r in stored if r.method == "aline-s"]
+    assert set(rows["method"]) == {"ac", "gde", "aline-s"}
+    from storage.results import read_estimates_file
+
+    for ref in first.estimates:  # the estimate stage left ALine to the peers step
+        assert {r.method for r in read_estimates_file(ref.path).rows} == {"ac"}
+    assert aline and all(json.loads(r.params_json)["n_heads"] == 0
+                         and json.loads(r.params_json)["peer_run"] == "tiny.mlp.s1"
+                         and json.loads(r.diagnostics_json)["n_peers"] == 1 for r in aline)
+    assert len(rows[rows["method"] == "gde"]) == 2 * len(gde)  # both runs, every split
+    files = {ref.run_key: read_logits_file(ref.path) for ref in first.logits}
+    for split, row in gde.items():
+        za = files["tiny.mlp.s0"].target_logits(split)
+        zb = files["tiny.mlp.s1"].target_logits(split)
+        assert row.estimated_accuracy == pytest.approx(float(np.mean(za.argmax(1)
+                                                                     == zb.argmax(1))))
+        assert json.loads(row.params_json)["peer_run"] == "tiny.mlp.s1"
+    report = (Path(first.report.folder) / "report.md").read_text(encoding="utf-8")
+    assert "| gde |" in report or " gde " in report
+
+    second = _run(seeds=2, methods=methods, method_params=None)
+    assert all(o.cached for o in second.outcomes), _states(second)
+    only_gde = _run(seeds=2, methods=["gde"], method_params=None)
+    assert "estimate" not in _states(only_gde)  # nothing left for the estimate stage
+    assert {o.stage for o in only_gde.outcomes if o.stage == "peers"} == {"peers"}

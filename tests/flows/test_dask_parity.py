@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.flow
 
-METHODS = ["ac", "atc-mc", "alsa-g"]
+METHODS = ["ac", "atc-mc", "alsa-g", "gde"]  # gde: the peers step, after both layouts' runs
 PARAMS = {"alsa-g": {"n_anchors": 20, "max_epochs": 30}}
 KEYS = ["run_key", "split", "method"]
 
@@ -60,8 +60,8 @@ def test_sequential_and_two_dask_workers_give_identical_report_rows(
         distributed = _run(tmp_path / "dask", monkeypatch, workers=2)
 
     assert [o.state for o in distributed.outcomes if o.stage != "download"].count("Completed") \
-        == 2 * (2 + len(METHODS)) + 1  # two runs x (train, extract, one estimate per method),
-    # then the report
+        == 2 * (2 + len(METHODS) - 1) + 2 + 1  # two runs x (train, extract, one estimate per
+    # method but gde), two peers steps (gde), then the report
     assert [(e.run_key, e.method) for e in distributed.estimates] == \
         [(e.run_key, e.method) for e in sequential.estimates]
     seq, dist = _report_rows(tmp_path / "sequential"), _report_rows(tmp_path / "dask")

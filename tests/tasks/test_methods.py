@@ -34,7 +34,8 @@ def test_full_list_is_the_estimators_then_the_model_aware_methods() -> None:
     assert [m for m in names if m in CONTRACT] == list(CONTRACT)
     assert {"mano", "nuclear-norm", "shift-gate", "auto", "distcs", "aline-s", "aline-d",
             "dispersion"} <= set(names)
-    assert names[-1] == "gnnevaluator"  # the model-aware method after every estimator
+    # the model-aware methods after every estimator (peer methods among them)
+    assert names[-2:] == ("gnnevaluator", "projnorm") and "gde" in names
 
 
 def test_defaults_leave_out_the_opt_in_methods_and_put_the_feature_methods_last() -> None:
@@ -42,9 +43,11 @@ def test_defaults_leave_out_the_opt_in_methods_and_put_the_feature_methods_last(
     assert [m for m in defaults if m in CONTRACT] == list(CONTRACT)
     assert "shift-gate" not in defaults and "auto" not in defaults  # opt-in: only when named
     assert {"mano", "nuclear-norm"} <= set(defaults)  # scores run; the report maps them
-    features = ["distcs", "aline-s", "aline-d", "dispersion"]
+    # the feature methods, then the peer methods (run by the peers step where a run has a peer)
+    features = ["distcs", "aline-s", "aline-d", "dispersion", "gde"]
     assert defaults[-len(features):] == tuple(features)
-    assert defaults[-len(features) - 1] == "gnnevaluator"
+    assert defaults[-len(features) - 2:-len(features)] == ("gnnevaluator", "projnorm")
+    assert {"entropy"} <= set(defaults)
     assert estimator_names(scores=False, opt_in=False)[:len(CONTRACT)] == CONTRACT
 
 
@@ -67,7 +70,7 @@ def test_a_new_estimator_takes_the_place_its_flags_give_it(monkeypatch) -> None:
         monkeypatch.setitem(ESTIMATORS, key, cls)
     defaults = default_method_names()
     assert "new-plain" in defaults and "new-opt-in" not in defaults
-    assert defaults[-1] == "new-features"
+    assert defaults[-2:] == ("new-features", "gde")  # feature methods, then peer methods
     assert defaults.index("new-plain") < defaults.index("gnnevaluator")
     assert {"new-plain", "new-opt-in", "new-features"} <= set(all_method_names())
     assert "new-features" not in estimator_names() and "new-features" in \

@@ -270,7 +270,13 @@ def test_estimate_of_a_graph_run_also_covers_what_gnnevaluator_runs() -> None:
     gr = _rel(stage_files("estimate", dataset="arxiv-sim"), PROJECT_ROOT)
     assert {"tasks/models/gnnevaluator.py", "tasks/models/backbones/graph.py", "tasks/data/shifts/temporal.py",
             "tasks/data/datasets/arxiv_sim.py"} <= gr
-    assert stage_files("estimate", dataset="fmnist") == stage_files("estimate")
+    # an image run's estimates can hold ProjNorm's, which fine-tunes the model on its splits
+    im = _rel(stage_files("estimate", dataset="fmnist"), PROJECT_ROOT)
+    assert {"tasks/models/projnorm.py", "tasks/models/modalities/image.py",
+            "tasks/data/datasets/fmnist.py"} <= im
+    assert "tasks/data/datasets/arxiv_sim.py" not in im
+    text = _rel(stage_files("estimate", dataset="rt-reviews"), PROJECT_ROOT)
+    assert _rel(stage_files("estimate"), PROJECT_ROOT) == text  # text: stored logits only
 
 
 # ------------------------------------------------------------------------ one method, one key
