@@ -1,13 +1,21 @@
 """Test-wide isolation: every test process gets its own state and Prefect folders.
 
 The environment is set before anything imports Prefect (settings are read at import time), so no
-test reads or writes the developer's ``.alsa-bench/`` or ``~/.prefect``.
+test reads or writes the developer's ``.alsa-bench/`` or ``~/.prefect``; the reproducible
+mode's variables before numpy and torch load.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+
+# The reproducible mode's variables before numpy or torch load (the libraries read them once per
+# process), as `import flows` does in every pipeline process: the stage tasks the tests run
+# in-process check that their process computes with them (tasks/runtime/reproducible.py).
+from tasks.runtime.reproducible import apply_environment
+
+apply_environment(True)
 
 _root = tempfile.mkdtemp(prefix="alsa-bench-tests-")
 os.environ["ALSA_BENCH_HOME"] = os.path.join(_root, "state")

@@ -409,6 +409,7 @@ def _fit_features(
 from prefect import task  # noqa: E402  (the plain function above needs no Prefect)
 
 from tasks.stages.common import PINNED_STAGE_CACHE, forget_failure_record  # noqa: E402
+from tasks.runtime.reproducible import ComputeMode, compute_mode  # noqa: E402
 from tasks.runtime.threads import pinned_threads  # noqa: E402
 
 @task(
@@ -422,6 +423,7 @@ def estimate_task(
     methods: list[str] | None,
     method_params: dict[str, dict[str, Any]] | None,
     code_version: str,
+    compute: ComputeMode,
     checkpoint: CheckpointRef | None = None,
     threads: int = 1,
 ) -> EstimatesRef:
@@ -430,9 +432,11 @@ def estimate_task(
     Takes the :class:`~tasks.runtime.refs.LogitsRef` (its file and hash, not only the run key) so
     that new logits invalidate the cached estimates, and reads the logits from that file, not
     from the database; the :class:`~tasks.runtime.refs.CheckpointRef` lets model-aware methods
-    (GNNEvaluator on graph runs) load the trained model.
+    (GNNEvaluator on graph runs) load the trained model. Runs in the run's compute mode (an
+    input: part of the cache key), since ALSA's float32 fit and the numpy least squares of the
+    feature methods follow the kernels the CPU picks.
     """
-    with pinned_threads(threads):
+    with pinned_threads(threads), compute_mode(compute):
         return compute_estimates(
             logits, methods=methods, method_params=method_params, code_version=code_version,
             checkpoint=checkpoint,

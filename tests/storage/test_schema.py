@@ -20,7 +20,8 @@ CONTRACT_COLUMNS = {
     "schema_meta": ["key", "value"],
     "runs": [
         "run_key", "suite", "dataset", "backbone", "seed", "n_classes", "checkpoint_sha256",
-        "code_version", "train_seconds", "created_at",
+        "code_version", "train_seconds", "created_at", "compute_mode", "compute_settings",
+        "cpu_model", "cpu_flags",
     ],
     "splits": [
         "run_key", "split", "role", "shift_family", "shift", "severity", "n_samples",
@@ -161,11 +162,11 @@ def test_old_schema_database_is_migrated_and_keeps_its_rows(tmp_path):
         con.execute(statement)
     con.close()
     # read-only: refused with a message that says how to migrate
-    with pytest.raises(SchemaVersionError, match=r"version 1.*expects 5.*writable"):
+    with pytest.raises(SchemaVersionError, match=r"version 1.*expects 6.*writable"):
         with connect(db, read_only=True):
             pass
     with connect(db) as con:  # writable: migrated in place
-        assert read_schema_version(con) == SCHEMA_VERSION == 5
+        assert read_schema_version(con) == SCHEMA_VERSION == 6
         assert _columns(con, "ingested") == ["sha256", "kind", "run_key", "ingested_at"]
         assert _columns(con, "feature_files") == ["run_key", "split", "role", "sha256",
                                                   "labels_sha256", "n_rows", "dim"]
@@ -182,4 +183,4 @@ def test_old_schema_database_is_migrated_and_keeps_its_rows(tmp_path):
         new = [r for r in read_estimates(con, "r") if r.split == "noise"][0]
         assert (new.interval_low, new.interval_high, new.interval_level) == (0.55, 0.65, 0.9)
     with connect(db, read_only=True) as con:  # now current
-        assert read_schema_version(con) == 5
+        assert read_schema_version(con) == 6
