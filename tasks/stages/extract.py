@@ -365,8 +365,8 @@ def compute_logits(
     train_seconds = sidecar.get("train_seconds")
     if not isinstance(train_seconds, (int, float)) or not math.isfinite(train_seconds):
         train_seconds = None
-    computed = sidecar.get("compute")  # how the classifier was trained (absent before issue 35)
-    computed = computed if isinstance(computed, dict) else None
+    trained_with = sidecar.get("compute")  # how the classifier was trained (issue 35 on)
+    trained_with = trained_with if isinstance(trained_with, dict) else None
     run = RunInfo(
         run_key=checkpoint.run_key,
         suite=suite,
@@ -377,8 +377,9 @@ def compute_logits(
         checkpoint_sha256=checkpoint.sha256,
         code_version=code_version,
         train_seconds=None if train_seconds is None else float(train_seconds),
-        compute_mode=computed.get("mode") if computed is not None else None,
-        compute_settings=json.dumps(computed, sort_keys=True) if computed is not None else None,
+        compute_mode=trained_with.get("mode") if trained_with is not None else None,
+        compute_settings=(json.dumps(trained_with, sort_keys=True)
+                          if trained_with is not None else None),
         cpu_model=_text_or_none(sidecar.get("cpu_model")),
         cpu_flags=_text_or_none(sidecar.get("cpu_flags")),
     )
