@@ -16,8 +16,10 @@ the single DuckDB writer (:mod:`storage.results`); every task pins ``threads_per
 mode's variables in the environment (:func:`tasks.runtime.reproducible.apply_environment`),
 before any task computes here or a local worker starts, and every train, extract and estimate
 task gets the mode as an input (:class:`~tasks.runtime.reproducible.ComputeMode`, part of its
-cache key) and checks that its process computes with it. Every stage is cached across runs, so a second run with the same parameters
-finishes in seconds; ``refresh`` re-runs a stage and everything downstream of it.
+cache key) and checks that its process computes with it.
+
+Every stage is cached across runs, so a second run with the same parameters finishes in seconds;
+``refresh`` re-runs a stage and everything downstream of it.
 
 What a run covers and with which options is decided in :mod:`tasks.plan` (:class:`BenchmarkPlan`,
 :class:`RunOptions`); this module only sequences the stages. The stage flows

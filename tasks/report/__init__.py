@@ -95,7 +95,8 @@ __all__ = [
 
 #: File in a report folder naming what the report covers (see :func:`read_fingerprint`).
 FINGERPRINT_FILE: Final[str] = ".fingerprint"
-#: File in a report folder holding each run's provenance (:func:`tasks.report.provenance.run_provenance`).
+#: File in a report folder holding each run's provenance
+#: (:func:`tasks.report.provenance.run_provenance`).
 RUNS_FILE: Final[str] = "runs.csv"
 
 

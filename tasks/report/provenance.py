@@ -75,10 +75,9 @@ def describe_settings(settings: str | dict[str, Any] | None) -> str:
 
     Examples
     --------
-    >>> describe_settings({"mode": "reproducible", "aten_cpu_capability": "avx2",
-    ...     "onednn_max_cpu_isa": "AVX2", "mkl_cbwr": "COMPATIBLE", "openblas_cores": ["Haswell"],
-    ...     "deterministic_algorithms": True, "threads": 2, "torch": "2.14.1"})
-    'ATen avx2, oneDNN AVX2, MKL COMPATIBLE, OpenBLAS Haswell, deterministic, 2 threads, torch 2.14.1'
+    >>> describe_settings({"aten_cpu_capability": "avx2", "onednn_max_cpu_isa": "AVX2",
+    ...     "mkl_cbwr": "COMPATIBLE", "openblas_cores": ["Haswell"], "threads": 2})
+    'ATen avx2, oneDNN AVX2, MKL COMPATIBLE, OpenBLAS Haswell, 2 threads'
     """
     if settings is None:
         return "not recorded (a run stored before schema 6)"

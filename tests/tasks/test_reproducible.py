@@ -202,7 +202,8 @@ def test_a_process_that_computed_before_the_pin_is_refused_in_one_line() -> None
     script = """
 import torch
 torch.ones(64).sum()  # ATen fixed its capability: the host's
-from tasks.runtime.reproducible import ReproducibilityError, apply_environment, compute_mode, current_mode
+from tasks.runtime.reproducible import (ReproducibilityError, apply_environment, compute_mode,
+                                         current_mode)
 apply_environment(True)
 try:
     with compute_mode(current_mode(True)):
@@ -256,7 +257,8 @@ x = torch.randn(32, 3, 28, 28).contiguous(memory_format=torch.channels_last)
 with deterministic_torch():
     out = conv(x)
     out.square().sum().backward()
-print(hashlib.sha256(out.detach().numpy().tobytes() + conv.weight.grad.numpy().tobytes()).hexdigest())
+data = out.detach().numpy().tobytes() + conv.weight.grad.numpy().tobytes()
+print(hashlib.sha256(data).hexdigest())
 """
     digests = set()
     for isa in ("SSE41", "AVX2", "AVX512_CORE"):
@@ -292,6 +294,6 @@ def test_printing_the_variables_for_a_hand_started_worker() -> None:
     for name, value in rep.pinned_environment().items():
         assert f"export {name}='{value}'" in lines
     # the lines work in a shell: eval them and read one back
-    shell = subprocess.run(["bash", "-c", f'eval "{done.stdout}"; echo "$NPY_DISABLE_CPU_FEATURES"'],
-                           capture_output=True, text=True, check=True)
+    script = f'eval "{done.stdout}"; echo "$NPY_DISABLE_CPU_FEATURES"'
+    shell = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
     assert shell.stdout.strip() == rep.pinned_environment()["NPY_DISABLE_CPU_FEATURES"]
