@@ -28,6 +28,7 @@ load average printed with them.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -47,27 +48,23 @@ _KNOBS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR", "MKL_DYNAMIC"
 #: name -> (the host's preference: environment before the command starts, extra CLI flags)
 CONFIGS: dict[str, tuple[dict[str, str], list[str]]] = {
     "pinned": ({}, []),
-    "pinned, prefers default": ({"ATEN_CPU_CAPABILITY": "default",
-                                 "ONEDNN_MAX_CPU_ISA": "SSE41"}, []),
-    "pinned, prefers avx512": ({"ATEN_CPU_CAPABILITY": "avx512",
-                                "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX"}, []),
-    "pinned, prefers other BLAS": ({"MKL_CBWR": "AUTO", "OPENBLAS_CORETYPE": "SkylakeX",
-                                    "ONEDNN_MAX_CPU_ISA": "AVX2"}, []),
-    "pinned, Dask worker": ({"ATEN_CPU_CAPABILITY": "default"}, ["--workers", "1"]),
+    "pinned/prefers-default": ({"ATEN_CPU_CAPABILITY": "default",
+                                "ONEDNN_MAX_CPU_ISA": "SSE41"}, []),
+    "pinned/prefers-avx512": ({"ATEN_CPU_CAPABILITY": "avx512",
+                               "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX"}, []),
+    "pinned/prefers-other-blas": ({"MKL_CBWR": "AUTO", "OPENBLAS_CORETYPE": "SkylakeX",
+                                   "ONEDNN_MAX_CPU_ISA": "AVX2"}, []),
+    "pinned/dask-worker": ({"ATEN_CPU_CAPABILITY": "default"}, ["--workers", "1"]),
     "fast": ({}, ["--fast"]),
-    "fast, prefers default": ({"ATEN_CPU_CAPABILITY": "default",
-                               "ONEDNN_MAX_CPU_ISA": "SSE41"}, ["--fast"]),
-    "fast, prefers avx2": ({"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
-                           ["--fast"]),
+    "fast/prefers-default": ({"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"},
+                             ["--fast"]),
+    "fast/prefers-avx2": ({"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+                          ["--fast"]),
 }
-_SHORT = {"pinned": "p", "pinned, prefers default": "p-default",
-          "pinned, prefers avx512": "p-avx512", "pinned, prefers other BLAS": "p-blas",
-          "pinned, Dask worker": "p-dask", "fast": "f", "fast, prefers default": "f-default",
-          "fast, prefers avx2": "f-avx2"}
 
 
 def _run(name: str, home: Path, args: list[str]) -> dict[str, Any]:
-    env_vars, flags = CONFIGS[name]
+    env_vars, flags = CONFIGS[name.split(" #")[0]]
     env = {k: v for k, v in os.environ.items() if k not in _KNOBS}
     env.update(env_vars)
     env["ALSA_BENCH_HOME"] = str(home)
@@ -82,9 +79,20 @@ def _run(name: str, home: Path, args: list[str]) -> dict[str, Any]:
     (home / "run.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
         raise RuntimeError(f"{name!r} failed (log: {home / 'run.log'}):\n{done.stderr[-2000:]}")
+    return _times(home, wall)
+
+
+def _times(home: Path, wall: float | None = None) -> dict[str, Any]:
+    """The stage times of a run's log (and its wall time, kept in ``times.json``)."""
+    log = (home / "run.log").read_text()
+    record = home / "times.json"
+    if wall is None:
+        wall = json.loads(record.read_text())["wall"] if record.is_file() else float("nan")
+    else:
+        record.write_text(json.dumps({"wall": wall}))
     stage: dict[str, float] = {}
     for st, seconds in re.findall(r" - (train|extract|estimate)\s+\S+\s+Completed in ([\d.]+) s",
-                                  done.stdout + done.stderr):
+                                  log):
         stage[st] = stage.get(st, 0.0) + float(seconds)
     return {"wall": wall, **stage}
 
@@ -95,15 +103,15 @@ def _compare(db: Path, first: Path) -> dict[str, Any]:
     con = duckdb.connect(str(db), read_only=True)
     con.execute(f"ATTACH '{str(first).replace(chr(39), chr(39) * 2)}' AS b (READ_ONLY)")
     ckpt = con.sql("SELECT count(*), sum(CASE WHEN n.checkpoint_sha256 = o.checkpoint_sha256 "
-                   "THEN 0 ELSE 1 END) FROM runs n JOIN b.runs o USING (run_key)").fetchone()
+                   "THEN 0 ELSE 1 END) FROM runs n JOIN b.runs o USING (run_key)").fetchall()[0]
     logits = con.sql("SELECT count(*), sum(CASE WHEN n.logits = o.logits THEN 0 ELSE 1 END) "
                      "FROM logits n JOIN b.logits o USING (run_key, split, sample_index)"
-                     ).fetchone()
+                     ).fetchall()[0]
     est = con.sql(
         "SELECT count(*), sum(CASE WHEN n.estimated_accuracy IS NOT DISTINCT FROM "
         "o.estimated_accuracy THEN 0 ELSE 1 END), max(abs(n.estimated_accuracy - "
         "o.estimated_accuracy)), sum(CASE WHEN n.true_accuracy = o.true_accuracy THEN 0 ELSE 1 "
-        "END) FROM estimates n JOIN b.estimates o USING (run_key, split, method)").fetchone()
+        "END) FROM estimates n JOIN b.estimates o USING (run_key, split, method)").fetchall()[0]
     shas = [r[0] for r in con.sql("SELECT checkpoint_sha256 FROM runs ORDER BY run_key"
                                   ).fetchall()]
     con.close()
@@ -117,7 +125,9 @@ def main() -> None:
     parser.add_argument("--root", type=Path, required=True, help="parent of the state folders")
     parser.add_argument("--configs", default=",".join(CONFIGS),
                         help="configurations, comma-separated, the first is the reference: "
-                        + "; ".join(CONFIGS))
+                        + ", ".join(CONFIGS))
+    parser.add_argument("--no-run", action="store_true",
+                        help="compare the state folders an earlier call left under --root")
     parser.add_argument("run_args", nargs="*", help="after --: arguments of `alsa-bench run`")
     args = parser.parse_args()
     names = [c.strip() for c in args.configs.split(",") if c.strip()]
@@ -127,13 +137,15 @@ def main() -> None:
     run_args = args.run_args or DEFAULT_ARGS
     print(f"# alsa-bench run {' '.join(run_args)}; load average {os.getloadavg()[0]:.2f} at "
           f"start; {os.cpu_count()} CPUs (shared machine)")
-    results = {}
-    for name in names:
-        home = args.root / _SHORT.get(name, re.sub(r"\W+", "-", name))
-        times = _run(name, home, run_args)
-        results[name] = (home, times)
-        print(f"# ran {name!r} in {times['wall']:.0f} s (load {os.getloadavg()[0]:.2f})",
+    results: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for i, name in enumerate(names):  # a name given twice runs twice (interleaved timings)
+        label = name if name not in results else f"{name} #{i}"
+        home = args.root / f"{i}-{re.sub(r'[^A-Za-z0-9]+', '-', name)}"
+        times = _times(home) if args.no_run else _run(name, home, run_args)
+        results[label] = (home, times)
+        print(f"# ran {label!r} in {times['wall']:.0f} s (load {os.getloadavg()[0]:.2f})",
               flush=True)
+    names = list(results)
     first = results[names[0]][0] / "bench.duckdb"
     print(f"{'configuration':28} {'checkpoint':>11} {'logits differ':>14} {'estimates differ':>17} "
           f"{'max |diff|':>10} {'truth differ':>12} {'train s':>8} {'extract s':>9} {'wall s':>7}")

@@ -23,7 +23,8 @@ The last line is the verdict:
 
 * ``the same numbers``: every common cell equal to the digit shown on the page;
 * ``host noise``: cells differ, every one within the seeds' spread; the runs that differ and why;
-* ``a real difference``: at least one cell differs by more than the seeds' spread.
+* ``a real difference``: at least one cell differs by more than the seeds' spread;
+* ``no verdict``: cells differ, but with one seed there is no spread to judge them by.
 """
 
 from __future__ import annotations
@@ -355,6 +356,12 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
+def _show(value: Any) -> str:
+    if isinstance(value, list):
+        return "/".join(map(str, value)) or "none"
+    return "none" if value in (None, "") else str(value)
+
+
 def _reason(own: pd.Series | None, ref: pd.Series | None) -> str:
     """Why two runs may differ: the recorded settings that are not the same."""
     if own is None or ref is None:
@@ -366,8 +373,7 @@ def _reason(own: pd.Series | None, ref: pd.Series | None) -> str:
     for key, label in _REASONS:
         va, vb = a.get(key), b.get(key)
         if va != vb:
-            show = (lambda v: "/".join(v) if isinstance(v, list) else v)
-            out.append(f"{label} {show(va)} vs {show(vb)}")
+            out.append(f"{label} {_show(va)} vs {_show(vb)}")
     cpu_a, cpu_b = _text(own.get("cpu_model")), _text(ref.get("cpu_model"))
     if cpu_a != cpu_b:
         out.append(f"CPU {cpu_a} vs {cpu_b}")
@@ -486,18 +492,34 @@ def _verdict(cmp: Comparison) -> str:
                  f"{_names(moved_runs)}" if moved_runs else "")
         exact = " (every value bit-identical)" if bool(cells["exact"].all()) else ""
         return f"the same numbers: all {len(cells)} cells equal to the digit{exact}{extra}"
-    beyond = differ[differ["within"] != True]  # noqa: E712 (None: no spread to judge by)
+    beyond = differ[differ["within"] == False]  # noqa: E712 (None: no spread to judge by)
+    unjudged = differ[differ["within"].isna()]
     runs = f"; runs that differ: {_names(moved_runs)}" if moved_runs else ""
-    if beyond.empty:
+    if beyond.empty and unjudged.empty:
         return (f"host noise: {len(differ)} of {len(cells)} cells differ, all within the "
                 f"seeds' spread{runs}")
-    worst = beyond.assign(z=(beyond["delta"].abs() / beyond["spread"]).fillna(math.inf))
-    worst = worst.sort_values("z", ascending=False).iloc[0]
-    no_spread = int(beyond["within"].isna().sum())
+    if beyond.empty:
+        worst = _largest(unjudged)
+        return (f"no verdict: {len(unjudged)} of {len(cells)} cells differ and one seed has no "
+                f"spread to judge them by (run 3 seeds); largest {_cell_name(worst)} "
+                f"{worst['delta']:+.2f} pp{runs}")
+    worst = _largest(beyond)
     return (f"a real difference: {len(beyond)} of {len(cells)} cells differ beyond the seeds' "
-            f"spread{f' ({no_spread} with one seed: no spread to judge by)' if no_spread else ''}"
-            f"; largest {_cell_name(worst)} {worst['delta']:+.2f} pp (spread "
+            f"spread; largest {_cell_name(worst)} {worst['delta']:+.2f} pp (spread "
             f"{_fmt(worst['spread'])}){runs}")
+
+
+def _by_size(cells: pd.DataFrame) -> pd.DataFrame:
+    """Cells ordered by their difference in units of the seeds' spread, then in pp (cells
+    without a spread after those with one)."""
+    ratio = (cells["delta"].abs() / cells["spread"]).fillna(-1.0)
+    order = sorted(range(len(cells)), key=lambda i: (ratio.iloc[i], abs(cells["delta"].iloc[i])),
+                   reverse=True)
+    return cells.iloc[order]
+
+
+def _largest(cells: pd.DataFrame) -> Any:
+    return _by_size(cells).iloc[0]
 
 
 def _fmt(value: float) -> str:
@@ -513,9 +535,9 @@ def _side(ref: Reference) -> str:
 
     lines = compute_notes(ref.runs)
     if not lines:
-        return "how it was computed is not recorded"
+        return "how its runs were computed is not recorded"
     first = lines[0].removeprefix("- computed in ")
-    return first + (f" (+{len(lines) - 1} other setting(s))" if len(lines) > 1 else "")
+    return first + (f" (and {len(lines) - 1} other setting(s))" if len(lines) > 1 else "")
 
 
 def format_comparison(cmp: Comparison) -> str:
@@ -523,20 +545,21 @@ def format_comparison(cmp: Comparison) -> str:
     own, ref = cmp.own, cmp.reference
     lines = [
         f"Comparing {own.source} with {ref.source} ({ref.kind})",
-        f"  yours:     {len(own.runs)} runs, {_side(own)}",
-        f"  reference: {len(ref.runs) or 'unrecorded'} runs, {_side(ref)}",
+        f"  yours:     {_side(own)}",
+        f"  reference: {_side(ref)}",
     ]
     cells = cmp.cells
     if not cells.empty:
         differ = cells[~cells["digit_equal"]]
+        unjudged = int(differ["within"].isna().sum())
         lines.append(
             f"Cells: {len(cells)} compared, {len(differ)} differ to the digit, "
-            f"{int((differ['within'] != True).sum())} beyond the seeds' spread"  # noqa: E712
+            f"{int((differ['within'] == False).sum())} beyond the seeds' spread"  # noqa: E712
+            + (f", {unjudged} without a spread (one seed)" if unjudged else "")
             + (f"; {cmp.only_reference} only in the reference" if cmp.only_reference else "")
             + (f"; {cmp.only_own} only in yours" if cmp.only_own else ""))
         if not differ.empty:
-            show = differ.assign(z=(differ["delta"].abs() / differ["spread"]).fillna(math.inf))
-            show = show.sort_values(["z", "delta"], ascending=False, key=abs).head(MAX_CELLS)
+            show = _by_size(differ).head(MAX_CELLS)
             lines.append(f"  {'cell':46} {'yours':>7} {'ref':>7} {'Δ pp':>7} {'spread':>7}  "
                          "within")
             for _, row in show.iterrows():

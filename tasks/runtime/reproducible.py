@@ -86,8 +86,9 @@ __all__ = [
 
 #: ``1`` (default): the reproducible mode; ``0``: let each library pick this CPU's kernels.
 MODE_ENV: Final[str] = "ALSA_BENCH_REPRODUCIBLE"
-#: The variables :func:`apply_environment` set (comma-separated), so that a later call (and a
-#: child process) can tell them from values the user set.
+#: The variables :func:`apply_environment` set, as JSON ``{name: the value it replaced, or
+#: null}``, so that a later call (and a child process) can tell them from values the user set,
+#: and the fast mode can give the user's values back.
 _OURS_ENV: Final[str] = "ALSA_BENCH_PINNED_VARS"
 #: Torch/BLAS threads of a task in the reproducible mode, whatever the core count: the count
 #: ``docs/BENCHMARK.md`` was computed with (a lower ``$OMP_NUM_THREADS`` or an explicit
@@ -224,8 +225,9 @@ def apply_environment(reproducible: bool | None = None) -> dict[str, tuple[str, 
     Reproducible: every variable of :func:`pinned_environment` is set to its pinned value, also
     over a value inherited from the shell (the mode is one fixed set of settings, the ones
     ``docs/BENCHMARK.md`` was computed with). Fast: the variables an earlier call set are
-    removed; a value the user set is left as it is. ``$ALSA_BENCH_REPRODUCIBLE`` is set to the
-    mode, so processes started later agree.
+    taken back, and a value of the user's that it replaced is given back; a value the user set
+    is left as it is. ``$ALSA_BENCH_REPRODUCIBLE`` is set to the mode, so processes started
+    later agree.
 
     Parameters
     ----------
@@ -239,22 +241,30 @@ def apply_environment(reproducible: bool | None = None) -> dict[str, tuple[str, 
     """
     if reproducible is None:
         reproducible = reproducible_requested()
-    ours = {v for v in os.environ.get(_OURS_ENV, "").split(",") if v}
+    try:
+        ours = json.loads(os.environ.get(_OURS_ENV, "") or "{}")
+    except ValueError:
+        ours = {}
+    ours = ours if isinstance(ours, dict) else {}
     replaced: dict[str, tuple[str, str]] = {}
     if reproducible:
         for name, value in pinned_environment().items():
             old = os.environ.get(name)
-            if old is not None and old != value and name not in ours:
-                replaced[name] = (old, value)
+            if name not in ours:
+                ours[name] = old  # the user's value (or None), given back by the fast mode
+                if old is not None and old != value:
+                    replaced[name] = (old, value)
             os.environ[name] = value
-            ours.add(name)
     else:
-        for name in ours:
-            os.environ.pop(name, None)
-        ours = set()
+        for name, old in ours.items():
+            if isinstance(old, str):
+                os.environ[name] = old
+            else:
+                os.environ.pop(name, None)
+        ours = {}
     os.environ[MODE_ENV] = "1" if reproducible else "0"
     if ours:
-        os.environ[_OURS_ENV] = ",".join(sorted(ours))
+        os.environ[_OURS_ENV] = json.dumps(ours, sort_keys=True)
     else:
         os.environ.pop(_OURS_ENV, None)
     _REPLACED.update(replaced)

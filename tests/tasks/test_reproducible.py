@@ -107,8 +107,12 @@ def test_apply_replaces_inherited_values_and_fast_takes_back_only_its_own(saved_
     os.environ["MKL_VERBOSE"] = "0"
     rep.apply_environment(False)
     assert os.environ[rep.MODE_ENV] == "0"
-    assert not any(name in os.environ for name in rep.pinned_environment())
+    # the user's own value comes back; the ones the mode added are gone
+    assert os.environ["ATEN_CPU_CAPABILITY"] == "avx512"
+    assert not any(name in os.environ for name in rep.pinned_environment()
+                   if name != "ATEN_CPU_CAPABILITY")
     assert os.environ["MKL_VERBOSE"] == "0"
+    os.environ.pop("ATEN_CPU_CAPABILITY")
     os.environ["ATEN_CPU_CAPABILITY"] = "default"  # set by the user in fast mode: kept
     rep.apply_environment(False)
     assert os.environ["ATEN_CPU_CAPABILITY"] == "default"
@@ -159,6 +163,10 @@ def test_fast_mode_leaves_the_host_its_own_kernels() -> None:
     kept = _probe("import flows", _clean_env(ALSA_BENCH_REPRODUCIBLE="0",
                                              ATEN_CPU_CAPABILITY="default"))
     assert kept["aten"] == "default"
+    # `alsa-bench run --fast`: `import flows` pinned over the user's value, the flag gives it back
+    given_back = _probe("import flows.cli\nflows.cli._apply_compute_mode(True)",
+                        _clean_env(ATEN_CPU_CAPABILITY="default"))
+    assert given_back["aten"] == "default" and given_back["mode"] == "0"
 
 
 @needs_avx2
