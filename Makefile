@@ -5,7 +5,11 @@
 # Variables: PYTHON (interpreter for the venv, >= 3.11), VENV (default .venv),
 # FASHION_MNIST_DIR (folder with the four Fashion-MNIST *.gz files, if not the Debian path),
 # BENCH_ARGS (arguments to `alsa-bench run`; default --seeds 3, the paper's protocol, over every
-# offline suite: fmnist, graph, text, tabular and zoo-tabular), PYTEST_ARGS (extra arguments to pytest).
+# offline suite: fmnist, graph, text, tabular and zoo-tabular; add --fast to leave the reproducible
+# mode), PYTEST_ARGS (extra arguments to pytest).
+# `make bench` computes in the reproducible mode (pinned CPU kernels: the same numbers on any
+# x86-64 CPU with AVX2) and ends by comparing its numbers with docs/BENCHMARK.md; a difference is
+# reported, never a failure.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -23,7 +27,7 @@ export DO_NOT_TRACK ?= 1
 .PHONY: bench test test-reliability install fashion-mnist bench-estimators clean-state help
 
 help:
-	@echo "make bench   - install what is missing, run the default benchmark (offline)"
+	@echo "make bench   - install what is missing, run the default benchmark (offline), compare with docs/BENCHMARK.md"
 	@echo "make test    - install what is missing, run the tests"
 	@echo "make bench-estimators - speed benchmark of every estimator (docs/PERFORMANCE.md)"
 	@echo "make test-reliability - SIGKILL at every stage boundary, then rerun; schedules, a worker run and two concurrent runs on real Prefect servers; a scheduled monitor deployment and its webhook alert (about 8 min)"
@@ -73,6 +77,7 @@ fashion-mnist:
 
 bench: $(STAMP) fashion-mnist
 	$(BIN)/alsa-bench run $(BENCH_ARGS)
+	-@$(BIN)/alsa-bench report --compare docs/BENCHMARK.md
 
 test: $(STAMP)
 	@$(MAKE) --no-print-directory fashion-mnist || echo "warning: Fashion-MNIST is not installed; the tests do not need it, 'make bench' does."

@@ -8,6 +8,12 @@ on a busy 2-core machine (a benchmark training beside it) it can take longer tha
 Prefect then fails the whole run with "Timed out while attempting to connect to ephemeral
 Prefect API server".
 
+It also puts the reproducible mode's variables in the environment
+(:func:`tasks.runtime.reproducible.apply_environment`, unless ``ALSA_BENCH_REPRODUCIBLE=0``)
+before it imports anything else: ATen, oneDNN, MKL, OpenBLAS and numpy read them once per
+process, and this package is the first code of every process the pipeline starts (the
+``alsa-bench`` command, ``python -m flows...``, a Prefect deployment's flow run).
+
 A run started by a Prefect worker imports Prefect *before* this package (``python -m
 prefect.engine`` loads the flow's entrypoint), so Prefect has read its settings already, with
 ``prefect.toml``'s relative ``.alsa-bench/prefect-results``, and ``ALSA_BENCH_HOME`` would not
@@ -25,7 +31,16 @@ import os
 import sys
 from pathlib import Path
 
-from storage.paths import calibration_path, prefect_results_dir
+# The compute mode's variables first, before this package imports numpy (through storage): the
+# libraries read them once, when they load or first compute (tasks/runtime/reproducible.py).
+from tasks.runtime.reproducible import apply_environment as _apply_compute_environment
+
+try:
+    _apply_compute_environment()
+except ValueError:  # a bad $ALSA_BENCH_REPRODUCIBLE: `alsa-bench run` says so in one line
+    pass
+
+from storage.paths import calibration_path, prefect_results_dir  # noqa: E402
 
 #: The calibration variable's value when this module set it (to the state folder's file).
 _OURS: list[str] = [""]

@@ -11,7 +11,12 @@ writes one report over the runs it touched. Two layouts share one code path:
 
 In both, extract and estimate publish content-addressed Parquet files and the flow process is
 the single DuckDB writer (:mod:`storage.results`); every task pins ``threads_per_task`` threads
-(:mod:`tasks.runtime.threads`), so both layouts compute identical numbers. Every stage is
+(:mod:`tasks.runtime.threads`), so both layouts compute identical numbers. Unless ``fast``
+(``--fast``, ``ALSA_BENCH_REPRODUCIBLE=0``), :func:`run_pipeline` first puts the reproducible
+mode's variables in the environment (:func:`tasks.runtime.reproducible.apply_environment`),
+before any task computes here or a local worker starts, and every train, extract and estimate
+task gets the mode as an input (:class:`~tasks.runtime.reproducible.ComputeMode`, part of its
+cache key) and checks that its process computes with it. Every stage is
 cached across runs, so a second run with the same parameters finishes in seconds; ``refresh``
 re-runs a stage and everything downstream of it. The estimate stage is one task per run **and
 method** (:func:`tasks.stages.estimate.estimate_task`), keyed on that method's own code
@@ -58,6 +63,13 @@ from tasks.plan import (
     run_option_fields,
 )
 from tasks.runtime.refs import CheckpointRef, DatasetRef, EstimatesRef, LogitsRef, ReportRef
+from tasks.runtime.reproducible import (
+    apply_environment,
+    current_mode,
+    describe_mode,
+    replaced_variables,
+    reproducible_requested,
+)
 from tasks.stages.common import forget_failure_record
 from tasks.stages.download import download_task
 from tasks.stages.estimate import estimate_task, forget_run_logits
@@ -155,7 +167,12 @@ def run_pipeline(
     options = RunOptions() if options is None else options
     check_until(until)
     distributed = is_distributed(options.workers, options.dask_address)
-    threads = resolve_threads(options.threads_per_task, options.workers)
+    # the compute mode's variables, before any task runs here or a local worker is spawned
+    # (workers inherit the environment); the tasks check that their process honours them
+    reproducible = not options.fast and reproducible_requested()
+    apply_environment(reproducible)
+    threads = resolve_threads(options.threads_per_task, options.workers,
+                              reproducible=reproducible)
     if distributed and last_stage_needs_runs(until):
         from tasks.runtime.devices import resolve_device
 
@@ -183,6 +200,7 @@ def pipeline_flow(
     method_params: Mapping[str, Mapping[str, Any]] | None,
     run_name: str | None,
     publish_artifacts: bool,
+    fast: bool,
     threads: int,
     distributed: bool,
     gpu: bool,
@@ -212,6 +230,7 @@ def _pipeline(
     last = STAGES.index(until)
     logger = get_run_logger()
     result = PipelineResult(plan=plan)
+    compute = current_mode(not options.fast and reproducible_requested())
     db = str(db_path().resolve())
     results = str(results_root(db=db).resolve())
     methods_list = plan_methods(plan, options.methods)
@@ -234,6 +253,10 @@ def _pipeline(
         "Layout: %s, %d thread(s) per task, results under %s",
         "Dask workers" if distributed else "sequential", threads, results,
     )
+    logger.info("Compute mode: %s", describe_mode(compute))
+    for name, (old, new) in replaced_variables().items():
+        logger.warning("reproducible mode: %s=%s from the environment replaced by %s (run with "
+                       "--fast to keep it)", name, old, new)
     _sweep_leftovers(results, logger)
 
     def note(ref: Any, outcome: StageOutcome) -> Any:
@@ -271,12 +294,12 @@ def _pipeline(
                         "epochs": options.epochs, "max_train_samples": options.max_train_samples,
                         "device": options.device,
                         "checkpoint_dir": str(checkpoint_dir().resolve()),
-                        "code_version": train_v,
+                        "code_version": train_v, "compute": compute,
                     },
                     extract={
                         "suite": plan.suite, "db": db, "device": options.device,
                         "batch_size": options.batch_size, "code_version": extract_v,
-                        "results": results,
+                        "compute": compute, "results": results,
                     },
                     methods=tuple(method_jobs[m] for m in (
                         with_peers_methods if f"{dataset}.{backbone}.s{seed}" in has_peers
@@ -480,7 +503,7 @@ class _RunJob:
         """``estimate_task``'s positional arguments for one method, the logits and (for a
         model-aware method only) the checkpoint, either of them a future."""
         return _stage_args(estimate_task, logits=logits, method=job.method, params=job.params,
-                           code_version=job.code_version,
+                           code_version=job.code_version, compute=self.train["compute"],
                            checkpoint=checkpoint if job.model_aware else None)
 
 
@@ -665,6 +688,7 @@ def benchmark(
     workers: int = 0,
     dask_address: str | None = None,
     threads_per_task: int | None = None,
+    fast: bool = False,
 ) -> PipelineResult:
     """The whole benchmark over a suite's datasets × backbones × seeds, then one report.
 
@@ -704,7 +728,12 @@ def benchmark(
     dask_address : str, optional
         An existing Dask scheduler (``tcp://host:8786``) instead of a local cluster.
     threads_per_task : int, optional
-        Torch/BLAS threads per task; default the cores divided among the workers.
+        Torch/BLAS threads per task; default 2 in the reproducible mode, else the cores divided
+        among the workers.
+    fast : bool, default False
+        Turn the reproducible mode off (:mod:`tasks.runtime.reproducible`): this CPU's own
+        kernels, numbers that differ from another CPU's; ``ALSA_BENCH_REPRODUCIBLE=0`` does
+        the same.
 
     Returns
     -------

@@ -150,6 +150,7 @@ def run_command(
     ] = _RUN_DEFAULTS["loader_workers"],
     wait: Annotated[float, _run_option("wait")] = _RUN_DEFAULTS["wait"],
     out: Annotated[Path | None, _run_option("out")] = _RUN_DEFAULTS["out"],
+    fast: Annotated[bool, _run_option("fast")] = _RUN_DEFAULTS["fast"],
 ) -> None:
     """Run the benchmark: download → train → extract → estimate → report (cached per stage)."""
     given = dict(locals())  # the parameters, named as RunOptions' fields
@@ -157,6 +158,7 @@ def run_command(
     try:
         refresh_stages = parse_refresh(options.refresh or None)
         options.check_scale_out()
+        _apply_compute_mode(options.fast)
     except ValueError as exc:
         fail(str(exc))
     # online data missing: one line, before Prefect or torch is imported (well under a second)
@@ -174,6 +176,15 @@ def run_command(
         _guard(_check_database, user_errors=(StorageError,))
         configure_environment()
         _plan_and_run(options, refresh_stages, seed_arg)
+
+
+def _apply_compute_mode(fast: bool) -> None:
+    """The run's compute mode in this process's environment before torch computes anything
+    (:func:`tasks.runtime.reproducible.apply_environment`); ``--fast`` takes back what importing
+    :mod:`flows` set. A bad ``$ALSA_BENCH_REPRODUCIBLE`` is a ValueError (one line)."""
+    from tasks.runtime.reproducible import apply_environment, reproducible_requested
+
+    apply_environment(not fast and reproducible_requested())
 
 
 def _plan_and_run(options: RunOptions, refresh_stages: Sequence[str], seed_arg: Any) -> None:
@@ -424,14 +435,46 @@ def report_command(
         Path | None,
         typer.Option("--out", help="Reports folder (default: <state folder>/reports)."),
     ] = None,
+    compare: Annotated[
+        Path | None,
+        typer.Option(
+            "--compare", metavar="REFERENCE",
+            help="Instead of writing a report, compare this state folder's numbers with "
+            "REFERENCE (a generated BENCHMARK.md or a bench.duckdb): the cells that differ, by "
+            "how much and whether within the seeds' spread, the runs that differ and why; the "
+            "last line is the verdict.",
+        ),
+    ] = None,
 ) -> None:
-    """Write <state folder>/reports/<run>/ (tables, plots) from the estimates in DuckDB."""
+    """Write <state folder>/reports/<run>/ (tables, plots) from the estimates in DuckDB, or
+    compare them with a reference (--compare)."""
     _set_reports_dir(out)
     # as `run`: the folder is held and the database read whole before Prefect is touched
     with _state_lock(wait, "alsa-bench report"):
         _guard(_check_database, user_errors=(StorageError,))
+        if compare is not None:
+            _guard(_require_database, user_errors=(FileNotFoundError, StorageError))
+            typer.echo(_guard(lambda: _compare(compare),
+                              user_errors=(ValueError, FileNotFoundError, StorageError)))
+            return
         configure_environment()
         _report(run_name, run_key, method, to_docs, artifacts)
+
+
+def _compare(reference: Path) -> str:
+    """``report --compare``: this state folder's database against ``reference``, one screen
+    (:mod:`tasks.report.compare`)."""
+    from storage.paths import db_path
+    from tasks.report.compare import (
+        compare,
+        format_comparison,
+        load_reference,
+        reference_from_database,
+    )
+
+    ref = load_reference(reference)
+    own = reference_from_database(db_path())
+    return format_comparison(compare(own, ref))
 
 
 def _report(

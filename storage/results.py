@@ -326,12 +326,22 @@ def _matrix(column: pa.ChunkedArray, n: int, c: int, dtype: Any) -> NDArray[Any]
 
 
 # ------------------------------------------------------------------------------------ logits
+#: Run fields that say how and where the classifier was computed (``storage.runs.RunInfo``).
+_RUN_HOST_FIELDS: tuple[str, ...] = ("compute_mode", "compute_settings", "cpu_model", "cpu_flags")
+#: Run fields that vary between equal computations: timings, the code version, the host.
+_RUN_VARYING_FIELDS: tuple[str, ...] = ("train_seconds", "code_version", "compute_settings",
+                                        "cpu_model", "cpu_flags")
+
+
 def _run_meta(run: RunInfo) -> dict[str, Any]:
     return {
         "run_key": run.run_key, "suite": run.suite, "dataset": run.dataset,
         "backbone": run.backbone, "seed": int(run.seed), "n_classes": int(run.n_classes),
         "checkpoint_sha256": run.checkpoint_sha256, "code_version": run.code_version,
         "train_seconds": run.train_seconds,
+        # how and where the classifier was computed (schema 7); absent keys read as None, so a
+        # file written before them loads unchanged
+        **{k: getattr(run, k) for k in _RUN_HOST_FIELDS if getattr(run, k) is not None},
     }
 
 
@@ -893,7 +903,7 @@ def _content_meta(path: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(meta, dict) or not isinstance(meta.get("run"), dict):
         return None
-    run = {k: v for k, v in meta["run"].items() if k not in ("train_seconds", "code_version")}
+    run = {k: v for k, v in meta["run"].items() if k not in _RUN_VARYING_FIELDS}
     # the feature files a file lists are derived from the same checkpoint: a file that differs
     # only there (features added to an older file, recomputed on another device) replaces it
     return {**{k: v for k, v in meta.items() if k != "features"}, "run": run}

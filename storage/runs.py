@@ -1,7 +1,9 @@
-"""The ``runs`` table: one row per trained classifier (dataset × backbone × seed)."""
+"""The ``runs`` table: one row per trained classifier (dataset × backbone × seed), with how and
+where it was computed."""
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 from dataclasses import dataclass
@@ -11,8 +13,12 @@ import duckdb
 
 _SELECT = (
     "SELECT run_key, suite, dataset, backbone, seed, n_classes, checkpoint_sha256, code_version, "
-    "train_seconds, created_at FROM runs"
+    "train_seconds, created_at, compute_mode, compute_settings, cpu_model, cpu_flags FROM runs"
 )
+
+#: ``compute_mode`` values (:mod:`tasks.runtime.reproducible`): the pinned, CPU-independent
+#: kernels, or the ones the host picked.
+COMPUTE_MODES: tuple[str, ...] = ("reproducible", "fast")
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,17 @@ class RunInfo:
         Wall time of training.
     created_at : datetime or None
         UTC time the row was written; :func:`upsert_run` fills it in when None.
+    compute_mode : {"reproducible", "fast"} or None
+        How the classifier was trained: with the reproducible mode's pinned kernels, or with the
+        host's own (None: a row written before schema 7).
+    compute_settings : str or None
+        JSON object of what the training process computed with, read back from the libraries
+        (:func:`tasks.runtime.reproducible.effective_settings`: ATen's CPU capability, oneDNN's
+        ISA, MKL's CNR branch, OpenBLAS's core, deterministic algorithms, threads, versions).
+    cpu_model : str or None
+        The training host's CPU model name.
+    cpu_flags : str or None
+        Its CPU flags, space-separated, as Linux names them (``/proc/cpuinfo``).
     """
 
     run_key: str
@@ -53,6 +70,10 @@ class RunInfo:
     code_version: str | None = None
     train_seconds: float | None = None
     created_at: datetime | None = None
+    compute_mode: str | None = None
+    compute_settings: str | None = None
+    cpu_model: str | None = None
+    cpu_flags: str | None = None
 
 
 def _check_text(value: object, name: str) -> None:
@@ -78,6 +99,21 @@ def _validate(info: RunInfo) -> None:
         raise ValueError(
             f"RunInfo.train_seconds must be a finite number or None; got {info.train_seconds!r}."
         )
+    if info.compute_mode is not None and info.compute_mode not in COMPUTE_MODES:
+        raise ValueError(f"RunInfo.compute_mode must be one of {', '.join(COMPUTE_MODES)} or "
+                         f"None; got {info.compute_mode!r}.")
+    if info.compute_settings is not None:
+        try:
+            settings = json.loads(info.compute_settings)
+        except (TypeError, ValueError):
+            settings = None
+        if not isinstance(settings, dict):
+            raise ValueError(f"RunInfo.compute_settings must be a JSON object or None; got "
+                             f"{info.compute_settings!r}.")
+    for name in ("cpu_model", "cpu_flags"):
+        value = getattr(info, name)
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"RunInfo.{name} must be a string or None; got {value!r}.")
 
 
 def upsert_run(con: duckdb.DuckDBPyConnection, info: RunInfo) -> RunInfo:
@@ -113,11 +149,16 @@ def upsert_run(con: duckdb.DuckDBPyConnection, info: RunInfo) -> RunInfo:
         code_version=info.code_version,
         train_seconds=None if info.train_seconds is None else float(info.train_seconds),
         created_at=created,
+        compute_mode=info.compute_mode,
+        compute_settings=info.compute_settings,
+        cpu_model=info.cpu_model,
+        cpu_flags=info.cpu_flags,
     )
     con.execute(
         "INSERT OR REPLACE INTO runs (run_key, suite, dataset, backbone, seed, n_classes, "
-        "checkpoint_sha256, code_version, train_seconds, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "checkpoint_sha256, code_version, train_seconds, created_at, compute_mode, "
+        "compute_settings, cpu_model, cpu_flags) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             stored.run_key,
             stored.suite,
@@ -129,6 +170,10 @@ def upsert_run(con: duckdb.DuckDBPyConnection, info: RunInfo) -> RunInfo:
             stored.code_version,
             stored.train_seconds,
             stored.created_at,
+            stored.compute_mode,
+            stored.compute_settings,
+            stored.cpu_model,
+            stored.cpu_flags,
         ],
     )
     return stored

@@ -4,7 +4,8 @@
 
     schema_meta(key PK, value)                      -- holds 'schema_version'
     runs(run_key PK, suite, dataset, backbone, seed, n_classes, checkpoint_sha256,
-         code_version, train_seconds, created_at)
+         code_version, train_seconds, created_at, compute_mode, compute_settings,
+         cpu_model, cpu_flags)
     splits(run_key, split, role 'val'|'target', shift_family, shift, severity NULL,
            n_samples, true_accuracy, PK(run_key, split))
     logits(run_key, split, sample_index, label, logits FLOAT[])   -- no PK: replace-partition writes
@@ -53,6 +54,9 @@ to open it writable once):
   ``monitor_chunks`` (one row per chunk of production logits), ``monitor_estimates`` (one row
   per chunk and estimator) and the view ``monitor_history`` joining them; ``docs/MONITOR.md``
   describes every column for BI tools.
+* 7 (issue 35): ``runs`` gains ``compute_mode`` (``reproducible`` or ``fast``),
+  ``compute_settings`` (JSON: the kernels and switches the training process computed with),
+  ``cpu_model`` and ``cpu_flags`` (the training host's CPU); NULL on rows written before.
 
 ``tests/storage/fixtures/bench_v1.duckdb`` is a database written with schema 1 (its generator,
 ``make_v1_fixture.py``, holds the version-1 DDL verbatim); the tests migrate a copy to
@@ -66,7 +70,7 @@ import duckdb
 
 from .errors import SchemaVersionError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Version of the tables below; bump it (and add a migration) when a table changes."""
 
 TABLES: tuple[str, ...] = (
@@ -185,7 +189,11 @@ _DDL: tuple[str, ...] = (
         checkpoint_sha256 VARCHAR,
         code_version      VARCHAR,
         train_seconds     DOUBLE,
-        created_at        TIMESTAMP
+        created_at        TIMESTAMP,
+        compute_mode      VARCHAR,
+        compute_settings  VARCHAR,
+        cpu_model         VARCHAR,
+        cpu_flags         VARCHAR
     )
     """,
     """
@@ -326,6 +334,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     4: (_FEATURE_FILES_DDL,),
     5: (_MONITOR_CHUNKS_DDL, _MONITOR_ESTIMATES_DDL),
+    6: (
+        "ALTER TABLE IF EXISTS runs ADD COLUMN IF NOT EXISTS compute_mode VARCHAR",
+        "ALTER TABLE IF EXISTS runs ADD COLUMN IF NOT EXISTS compute_settings VARCHAR",
+        "ALTER TABLE IF EXISTS runs ADD COLUMN IF NOT EXISTS cpu_model VARCHAR",
+        "ALTER TABLE IF EXISTS runs ADD COLUMN IF NOT EXISTS cpu_flags VARCHAR",
+    ),
 }
 
 

@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from tasks.data.datasets import SUITE_GROUPS, default_suites, group_suites
 from tasks.methods import methods_for_modality
+from tasks.runtime.reproducible import MODE_ENV, PINNED_THREADS
 from tasks.stages.versions import REFRESH_ALL, STAGES, parse_refresh
 
 __all__ = [
@@ -187,8 +188,13 @@ class RunOptions:
         None, "Run the tasks on an existing Dask scheduler (dask-jobqueue, Kubernetes, ...).",
         "--dask-address", metavar="tcp://HOST:PORT")
     threads_per_task: int | None = _option(
-        None, f"Torch threads of each task (default: CPU cores / workers). {_CORES_NOTE}",
+        None, f"Torch threads of each task (default: {PINNED_THREADS}, the count the shipped "
+        f"numbers were computed with; with --fast, CPU cores / workers). {_CORES_NOTE}",
         "--threads-per-task", min=1)
+    fast: bool = _option(
+        False, "Turn the reproducible mode off: torch, oneDNN, MKL and OpenBLAS pick this CPU's "
+        "fastest kernels and threads follow the cores, so numbers differ from another CPU's "
+        f"({MODE_ENV}=0 does the same).", "--fast")
     loader_workers: int | None = _option(
         None, "Processes that decode image files during inference (photo datasets; default 0: "
         "in the task's own process). Never changes a number.", "--loader-workers",
@@ -277,7 +283,7 @@ def run_option_fields(*, cli: bool | None = None, flow: bool | None = None) -> l
 #: besides the plan, the last stage and the layout); the rest select the plan or the layout.
 PIPELINE_OPTIONS: Final[tuple[str, ...]] = (
     "refresh", "epochs", "max_train_samples", "device", "batch_size", "methods",
-    "method_params", "run_name", "publish_artifacts",
+    "method_params", "run_name", "publish_artifacts", "fast",
 )
 
 
@@ -562,9 +568,11 @@ def last_stage_needs_runs(until: str) -> bool:
     return STAGES.index(until) >= STAGES.index("train")
 
 
-def resolve_threads(threads_per_task: int | None, workers: int) -> int:
-    """Torch/BLAS threads of each task: ``threads_per_task``, or the cores divided among the
-    workers (:func:`tasks.runtime.threads.default_threads_per_task`).
+def resolve_threads(threads_per_task: int | None, workers: int, *,
+                    reproducible: bool = False) -> int:
+    """Torch/BLAS threads of each task: ``threads_per_task``, or the default of the mode
+    (:func:`tasks.runtime.threads.default_threads_per_task`: the reproducible mode's fixed
+    count, or the cores divided among the workers).
 
     Raises
     ------
@@ -573,7 +581,8 @@ def resolve_threads(threads_per_task: int | None, workers: int) -> int:
     """
     from tasks.runtime.threads import default_threads_per_task
 
-    threads = default_threads_per_task(workers) if threads_per_task is None else threads_per_task
+    threads = (default_threads_per_task(workers, reproducible=reproducible)
+               if threads_per_task is None else threads_per_task)
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads_per_task must be an integer >= 1; got {threads_per_task!r}.")
     return threads

@@ -272,11 +272,15 @@ def _forward(
 def feature_folder(encoder: MiniLM, device: torch.device | None = None) -> Path:
     """Cache folder of an encoder's features.
 
-    ``<state>/cache/text-features/<digest>-t128h32-<fp32|bf16>``: the weights, the truncation
-    rule and the precision (:func:`use_bf16`) all name it.
+    ``<state>/cache/text-features/<digest>-t128h32-<fp32|bf16>-<mode>``: the weights, the
+    truncation rule, the precision (:func:`use_bf16`) and the compute mode
+    (:func:`tasks.runtime.reproducible.settings_tag`: the reproducible mode's pinned kernels,
+    or this CPU's own) all name it, so features computed in one mode never serve the other.
     """
+    from tasks.runtime.reproducible import settings_tag
+
     precision = "bf16" if use_bf16(device or torch.device("cpu")) else "fp32"
-    name = f"{encoder.digest}-t{MAX_TOKENS}h{HEAD_TOKENS}-{precision}"
+    name = f"{encoder.digest}-t{MAX_TOKENS}h{HEAD_TOKENS}-{precision}-{settings_tag()}"
     return state_dir() / "cache" / "text-features" / name
 
 

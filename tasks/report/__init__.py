@@ -50,6 +50,7 @@ from tasks.report.names import (
     parse_variant,
 )
 from tasks.report.per_class import per_class_mae, per_class_wide
+from tasks.report.provenance import compute_notes, run_provenance
 from tasks.report.stats import pearson, r2_identity
 from tasks.report.tables import (
     REQUIRED_COLUMNS,
@@ -67,6 +68,7 @@ __all__ = [
     "FAMILY_DISPLAY_ORDER",
     "FINGERPRINT_FILE",
     "REQUIRED_COLUMNS",
+    "RUNS_FILE",
     "TEMPORAL_FAMILY",
     "artifact_key",
     "build_report_tables",
@@ -95,6 +97,9 @@ __all__ = [
 
 #: File in a report folder naming what the report covers (see :func:`read_fingerprint`).
 FINGERPRINT_FILE: Final[str] = ".fingerprint"
+#: File in a report folder holding each run's provenance
+#: (:func:`tasks.report.provenance.run_provenance`).
+RUNS_FILE: Final[str] = "runs.csv"
 
 
 def __getattr__(name: str) -> Any:
@@ -152,8 +157,9 @@ def write_report(
     ReportRef
         The report's name and folder. The folder holds ``report.md``, ``mae.txt`` (the terminal
         table), ``mae.csv``, ``mae_table.csv``, ``correlation.csv``, ``correlation_table.csv``,
-        ``estimates.csv``, ``coverage.csv`` and ``coverage_table.csv`` (where intervals are
-        stored), ``per_class_mae.csv`` (where per-class estimates are stored),
+        ``estimates.csv``, ``runs.csv`` (each run's checkpoint, compute mode and settings, CPU:
+        :func:`tasks.report.provenance.run_provenance`; also under the title of ``report.md``),
+        ``coverage.csv`` and ``coverage_table.csv`` (where intervals are stored), ``per_class_mae.csv`` (where per-class estimates are stored),
         ``scatter-<dataset>.png`` and ``alsa-<run_key>.png``.
 
     Raises
@@ -187,6 +193,7 @@ def write_report(
         anchor_figs = anchor_figures(con, tables["rows"]) if anchor_plots else []
         trust = _trust_tables(con, tables["rows"]["run_key"].unique().tolist())
         cot = _cot_metrics(con, tables["rows"], scores)
+        provenance = run_provenance(con, tables["rows"]["run_key"].unique().tolist())
     from tasks.report.features import feature_comparison
 
     features = feature_comparison(tables["rows"])
@@ -207,6 +214,7 @@ def write_report(
     tables["ranks"].to_csv(folder / "ranks.csv", index=False)
     tables["mean_rank"].to_csv(folder / "mean_rank.csv")
     tables["worst_family"].to_csv(folder / "worst_family.csv", index=False)
+    provenance.to_csv(folder / RUNS_FILE, index=False)
     if "coverage" in tables:
         tables["coverage"].to_csv(folder / "coverage.csv", index=False)
         tables["coverage_table"].to_csv(folder / "coverage_table.csv")
@@ -248,7 +256,8 @@ def write_report(
                      save_png(fig, folder / file)))
 
     heading = title or f"alsa-bench report: {name}"
-    notes = [f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} from `report_rows`."]
+    notes = [f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} from `report_rows`.",
+             "", *compute_notes(provenance)]
     if synthetic:
         notes.insert(0, f"{BANNER}: the data of {', '.join(synthetic)} is a generated release "
                         f"(benchmarks/synth_release.py), for measuring cost only.")

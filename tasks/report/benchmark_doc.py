@@ -4,7 +4,10 @@
 (:data:`BENCHMARK_PROTOCOL`), the commit, seeds and machine the numbers came from, the report's
 own markdown with its figures copied under ``docs/benchmark/``, the hand-measured appendices
 (:data:`BENCHMARK_APPENDICES`) and the "Reproducing the paper" section
-(:func:`tasks.report.paper_table.reproduce_section`).
+(:func:`tasks.report.paper_table.reproduce_section`). The header names how the runs were
+computed (compute mode, settings, CPU model and flags: ``runs.csv`` of the report), and the page
+ends with a machine-readable block (:func:`tasks.report.compare.reference_block`, an HTML
+comment) that ``alsa-bench report --compare docs/BENCHMARK.md`` reads.
 """
 
 from __future__ import annotations
@@ -16,7 +19,21 @@ import shutil
 import subprocess
 from pathlib import Path
 
-__all__ = ["BENCHMARK_APPENDICES", "BENCHMARK_PROTOCOL", "write_benchmark_doc"]
+from tasks.report.compare import reference_block
+from tasks.report.provenance import PROVENANCE_COLUMNS, compute_notes
+
+__all__ = ["BENCHMARK_APPENDICES", "BENCHMARK_PROTOCOL", "COMPARE_NOTE", "write_benchmark_doc"]
+
+#: Under the provenance table: how a reader compares their own run with this page.
+COMPARE_NOTE = (
+    "`make bench` ends by comparing your numbers with this page "
+    "(`alsa-bench report --compare docs/BENCHMARK.md`): it names every cell that differs, by "
+    "how much and whether within the seeds' spread, every run that trained another model and "
+    "why, and says in one line whether the numbers are the same, host noise or a real "
+    "difference. The numbers are computed in the reproducible mode (pinned kernels, see "
+    "[PERFORMANCE.md](PERFORMANCE.md), \"Same numbers on any machine\"), so another x86-64 CPU "
+    "with AVX2 gives the same digits."
+)
 
 
 #: The protocol section of docs/BENCHMARK.md: how the numbers were produced.
@@ -122,7 +139,12 @@ def write_benchmark_doc(report_folder: Path, docs_dir: Path) -> Path:
     body = re.sub(r"\]\(([^)/]+\.png)\)", r"](benchmark/\1)", body)
     body = body.split("\n", 1)[1] if body.startswith("# ") else body
     rows = pd.read_csv(report_folder / "estimates.csv")
+    runs_file = report_folder / "runs.csv"
+    runs = (pd.read_csv(runs_file, dtype=object).astype(object)
+            if runs_file.is_file() else pd.DataFrame(columns=list(PROVENANCE_COLUMNS)))
+    runs = runs.where(runs.notna(), None)
     seeds = ", ".join(str(s) for s in sorted(rows["seed"].unique()))
+    compute = [line.removeprefix("- computed in ") for line in compute_notes(runs)]
     lines = [
         "# Benchmark results",
         "",
@@ -133,7 +155,10 @@ def write_benchmark_doc(report_folder: Path, docs_dir: Path) -> Path:
         f"| commit | `{_git_commit()}` |",
         f"| seeds | {seeds} |",
         f"| machine | {_machine()} |",
+        *(f"| compute | {line} |" for line in compute or ["not recorded"]),
         f"| report | `{report_folder.name}` (`.alsa-bench/reports/{report_folder.name}/`) |",
+        "",
+        COMPARE_NOTE,
         "",
         BENCHMARK_PROTOCOL,
         body.lstrip("\n"),
@@ -145,6 +170,9 @@ def write_benchmark_doc(report_folder: Path, docs_dir: Path) -> Path:
     from tasks.report.paper_table import reproduce_section
 
     lines += ["", reproduce_section(rows).rstrip("\n"), ""]
+    # every MAE cell per seed at full precision and each run's provenance, for
+    # `alsa-bench report --compare docs/BENCHMARK.md` (an HTML comment: not shown on the page)
+    lines += [reference_block(rows, runs), ""]
     docs_dir.mkdir(parents=True, exist_ok=True)
     target = docs_dir / "BENCHMARK.md"
     target.write_text("\n".join(lines), encoding="utf-8")

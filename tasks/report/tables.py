@@ -36,6 +36,7 @@ __all__ = [
     "REQUIRED_COLUMNS",
     "build_report_tables",
     "coverage_long",
+    "mae_per_seed",
     "mean_rank",
     "rank_long",
     "temporal_mae_table",
@@ -310,14 +311,22 @@ def _worst_family_wide(worst: pd.DataFrame) -> pd.DataFrame:
     return wide
 
 
-def _mae_long(rows: pd.DataFrame) -> pd.DataFrame:
+def mae_per_seed(rows: pd.DataFrame) -> pd.DataFrame:
+    """The MAE table's cells before the mean over seeds: one row per (suite, dataset,
+    shift_family, backbone, method, seed) with ``mae`` (percentage points, the mean of
+    ``abs_error_pp`` over the family's target splits; ``shift_family == "all"`` pools them) and
+    ``n_splits``. What ``alsa-bench report --compare`` holds side by side."""
     pooled = rows.assign(shift_family=ALL_FAMILIES)
     both = pd.concat([rows, pooled], ignore_index=True)
-    per_seed = (
+    return (
         both.groupby(_GROUP_MAE + ["seed"], sort=False)["abs_error_pp"]
         .agg(mae="mean", n_splits="size")
         .reset_index()
     )
+
+
+def _mae_long(rows: pd.DataFrame) -> pd.DataFrame:
+    per_seed = mae_per_seed(rows)
     mae = (
         per_seed.groupby(_GROUP_MAE, sort=False)
         .agg(

@@ -47,16 +47,22 @@ def default_threads() -> int:
     return threads
 
 
-def default_threads_per_task(workers: int = 0) -> int:
-    """Threads each task gets: the machine's cores shared among the workers.
+def default_threads_per_task(workers: int = 0, *, reproducible: bool = False) -> int:
+    """Threads each task gets: the machine's cores shared among the workers, or in the
+    reproducible mode a fixed count.
 
-    ``max(1, os.cpu_count() // max(workers, 1))``, capped by ``$OMP_NUM_THREADS`` where it is
-    set (a shared machine, the tests), as :func:`default_threads` is.
+    ``max(1, os.cpu_count() // max(workers, 1))``; in the reproducible mode
+    :data:`tasks.runtime.reproducible.PINNED_THREADS` whatever the core count and the workers
+    (a reduction split over 16 threads adds in another order than over 2). Either is capped by
+    ``$OMP_NUM_THREADS`` where it is set (a shared machine, the tests), as
+    :func:`default_threads` is.
 
     Parameters
     ----------
     workers : int, default 0
         Dask worker processes on this machine (0: the sequential layout, one task at a time).
+    reproducible : bool, default False
+        The reproducible mode's fixed count.
 
     Returns
     -------
@@ -69,7 +75,12 @@ def default_threads_per_task(workers: int = 0) -> int:
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise ValueError(f"workers must be an integer >= 0; got {workers!r}.")
-    threads = max(1, (os.cpu_count() or 1) // max(workers, 1))
+    if reproducible:
+        from tasks.runtime.reproducible import PINNED_THREADS
+
+        threads = PINNED_THREADS
+    else:
+        threads = max(1, (os.cpu_count() or 1) // max(workers, 1))
     env = os.environ.get("OMP_NUM_THREADS", "")
     if env.isdigit() and int(env) >= 1:
         threads = min(threads, int(env))

@@ -540,6 +540,7 @@ from tasks.stages.common import (  # noqa: E402
     forget_failure_record,
     log_task_failure,
 )
+from tasks.runtime.reproducible import ComputeMode, compute_mode  # noqa: E402
 from tasks.runtime.threads import pinned_threads  # noqa: E402
 
 @task(
@@ -553,6 +554,7 @@ def estimate_task(
     method: str,
     params: dict[str, Any] | None,
     code_version: str,
+    compute: ComputeMode,
     checkpoint: CheckpointRef | None = None,
     threads: int = 1,
 ) -> EstimatesRef | None:
@@ -563,9 +565,11 @@ def estimate_task(
     only its tasks. Takes the :class:`~tasks.runtime.refs.LogitsRef` (its file and hash, not
     only the run key) so that new logits invalidate the cached estimates, and reads the logits
     from that file, not from the database; the :class:`~tasks.runtime.refs.CheckpointRef` is
-    given to model-aware methods only (GNNEvaluator on graph runs), which load the model.
+    given to model-aware methods only (GNNEvaluator on graph runs), which load the model. Runs in
+    the run's compute mode (an input: part of the cache key), since ALSA's float32 fit and the
+    numpy least squares of the feature methods follow the kernels the CPU picks.
     """
-    with pinned_threads(threads):
+    with pinned_threads(threads), compute_mode(compute):
         return compute_method_estimates(
             logits, method, params=params, code_version=code_version, checkpoint=checkpoint,
         )

@@ -31,6 +31,7 @@ Splits written (``storage.logits.SplitInfo``):
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -56,6 +57,7 @@ from tasks.runtime.refs import CheckpointRef, DatasetRef, LogitsRef, resolve
 from tasks.stages.splits import iter_target_splits
 from tasks.runtime.checkpoints import load_checkpoint, read_sidecar
 from tasks.runtime.devices import resolve_device
+from tasks.runtime.reproducible import ComputeMode, compute_mode
 from tasks.runtime.threads import pinned_threads
 
 logger = logging.getLogger(__name__)
@@ -63,6 +65,10 @@ logger = logging.getLogger(__name__)
 #: Shift family and shift recorded for the validation split.
 VAL_FAMILY = "source"
 VAL_SHIFT = "val"
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def staged_dataset(checkpoint: CheckpointRef, meta: dict, sidecar: dict) -> DatasetRef:
@@ -359,6 +365,8 @@ def compute_logits(
     train_seconds = sidecar.get("train_seconds")
     if not isinstance(train_seconds, (int, float)) or not math.isfinite(train_seconds):
         train_seconds = None
+    trained_with = sidecar.get("compute")  # how the classifier was trained (issue 35 on)
+    trained_with = trained_with if isinstance(trained_with, dict) else None
     run = RunInfo(
         run_key=checkpoint.run_key,
         suite=suite,
@@ -369,6 +377,11 @@ def compute_logits(
         checkpoint_sha256=checkpoint.sha256,
         code_version=code_version,
         train_seconds=None if train_seconds is None else float(train_seconds),
+        compute_mode=trained_with.get("mode") if trained_with is not None else None,
+        compute_settings=(json.dumps(trained_with, sort_keys=True)
+                          if trained_with is not None else None),
+        cpu_model=_text_or_none(sidecar.get("cpu_model")),
+        cpu_flags=_text_or_none(sidecar.get("cpu_flags")),
     )
     t1 = time.perf_counter()
     try:
@@ -467,16 +480,18 @@ def extract_task(
     device: str,
     batch_size: int,
     code_version: str,
+    compute: ComputeMode,
     results: str = "",
     threads: int = 1,
     features: bool = True,
 ) -> LogitsRef:
-    """Publish the logits of every split of one run (:func:`tasks.stages.extract.compute_logits`).
+    """Publish the logits of every split of one run (:func:`tasks.stages.extract.compute_logits`)
+    in the run's compute mode (an input: part of the cache key).
 
     Never opens the database ``db`` (it only names where the flow ingests): the returned
     reference points at a Parquet file under ``results`` for :func:`ingest_result`.
     """
-    with pinned_threads(threads):
+    with pinned_threads(threads), compute_mode(compute, device):
         return compute_logits(
             checkpoint, suite=suite, db=db, device=device, batch_size=batch_size,
             code_version=code_version, results=results or None, features=features,

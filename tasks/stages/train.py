@@ -23,7 +23,9 @@ Reproducibility
 ``torch.manual_seed(seed)`` fixes the initialisation (and dropout); the adapter seeds the batch
 order from ``seed``; the source subset itself is drawn with the dataset's fixed split seed. On
 the CPU with the same thread count this gives bit-identical weights, hence the same checkpoint
-digest. On CUDA the kernels are not bit-deterministic; the run is still seeded.
+digest; in the reproducible mode (:mod:`tasks.runtime.reproducible`, the default) also on
+another x86-64 CPU with AVX2. On CUDA the task switches cuDNN and torch to their deterministic
+kernels in the reproducible mode; the fast mode is seeded only.
 
 Checkpoint files
 ----------------
@@ -40,7 +42,9 @@ It contains nothing time- or machine-dependent, so retraining with the same inpu
 same bytes. ``<run_key>.json`` beside it records what does vary: training seconds, device,
 dataset root, final training loss, validation accuracy, the early-stopping epoch, creation
 time (the dataset root as ``$ALSA_BENCH_HOME/data`` when it lies in the state folder, so a
-copied state folder finds its own copy). Both are written atomically.
+copied state folder finds its own copy), and how and where it was computed: ``compute`` (the
+settings read back from the libraries, :func:`tasks.runtime.reproducible.effective_settings`),
+``cpu_model`` and ``cpu_flags``. Both are written atomically.
 """
 
 from __future__ import annotations
@@ -67,6 +71,13 @@ from tasks.models.modalities.base import FitReport
 from tasks.runtime.checkpoints import CHECKPOINT_FORMAT, run_key
 from tasks.runtime.devices import resolve_device
 from tasks.runtime.refs import CheckpointRef, DatasetRef, portable_path
+from tasks.runtime.reproducible import (
+    ComputeMode,
+    compute_mode,
+    cpu_flags,
+    cpu_model,
+    effective_settings,
+)
 from tasks.runtime.threads import pinned_threads
 
 logger = logging.getLogger(__name__)
@@ -193,6 +204,7 @@ def train_classifier(
         eval_batch = net_spec.batch_size if pretrained else _EVAL_BATCH
         val_logits = adapter.predict(model, data_spec, source.val_x, dev, eval_batch)
         val_accuracy = float(np.mean(val_logits.argmax(axis=1) == source.val_y))
+        computed_with = effective_settings()  # read back while the task's pins hold
 
     state = {k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
     meta: dict[str, Any] = {
@@ -231,6 +243,10 @@ def train_classifier(
         "n_val": source.n_val,
         "best_epoch": report.best_epoch,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        # how and where it was computed (the runs row's compute_* and cpu_* columns)
+        "compute": computed_with,
+        "cpu_model": cpu_model(),
+        "cpu_flags": " ".join(sorted(cpu_flags())),
     }
     with atomic_target(path.with_suffix(".json")) as tmp:
         tmp.write_text(json.dumps(sidecar, indent=2) + "\n")
@@ -275,10 +291,14 @@ def train_task(
     device: str,
     checkpoint_dir: str,
     code_version: str,
+    compute: ComputeMode,
     threads: int = 1,
 ) -> CheckpointRef:
-    """Train one classifier (:func:`tasks.stages.train.train_classifier`) on ``threads`` threads."""
-    with pinned_threads(threads):
+    """Train one classifier (:func:`tasks.stages.train.train_classifier`) on ``threads`` threads
+    in the run's compute mode (:func:`tasks.runtime.reproducible.compute_mode`). The mode is an
+    input, so part of the cache key: a checkpoint trained in the fast mode is never reused by a
+    reproducible run, nor the other way round."""
+    with pinned_threads(threads), compute_mode(compute, device):
         return train_classifier(
             dataset, backbone, seed, epochs=epochs, device=device,
             checkpoint_dir=Path(checkpoint_dir), max_train_samples=max_train_samples,

@@ -51,7 +51,7 @@ def con(tmp_path):
 
 
 def test_schema_has_the_monitor_tables_and_view(con):
-    assert read_schema_version(con) == SCHEMA_VERSION == 6
+    assert read_schema_version(con) == SCHEMA_VERSION == 7
     names = {r[0] for r in con.sql("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert {"monitor_chunks", "monitor_estimates"} <= names
     view = [c[0] for c in con.sql("DESCRIBE monitor_history").fetchall()]

@@ -97,6 +97,36 @@ def test_logits_round_trip_and_idempotent_ingest(tmp_path):
     assert _counts(db) == (3, 150, 1)
 
 
+def test_the_run_record_of_the_host_travels_to_the_runs_row(tmp_path):
+    from dataclasses import replace
+
+    from storage import get_run
+
+    here = replace(RUN, compute_mode="reproducible",
+                   compute_settings='{"aten_cpu_capability": "avx2", "threads": 2}',
+                   cpu_model="AMD EPYC", cpu_flags="sse4_2 avx avx2 fma")
+    published = write_logits_file(here, _splits(0), tmp_path / "results")
+    assert read_logits_file(published.path).run == here
+    # the same logits of the same checkpoint computed on another host: another file (its footer
+    # names the host), the same content, so it replaces the first one's record
+    there = replace(here, cpu_model="Intel Xeon", train_seconds=9.0,
+                    compute_settings='{"aten_cpu_capability": "avx2", "threads": 2, "x": 1}')
+    moved = write_logits_file(there, _splits(0), tmp_path / "results")
+    assert moved.sha256 != published.sha256
+    db = tmp_path / "bench.duckdb"
+    with connect(db) as con:
+        ingest(con, published.path)
+        assert get_run(con, RUN.run_key).cpu_model == "AMD EPYC"
+        ingest(con, moved.path)
+        row = get_run(con, RUN.run_key)
+        assert (row.cpu_model, row.compute_mode) == ("Intel Xeon", "reproducible")
+        kept = con.sql("SELECT sha256 FROM ingested WHERE kind = 'logits'").fetchall()
+    assert kept == [(moved.sha256,)]
+    # a file written before the record existed (no such keys) reads with None
+    assert read_logits_file(write_logits_file(RUN, _splits(0), tmp_path / "old").path).run \
+        .compute_mode is None
+
+
 def test_estimates_and_anchors_round_trip(tmp_path):
     rng = np.random.default_rng(3)
     rows = [

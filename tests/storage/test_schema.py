@@ -20,7 +20,8 @@ CONTRACT_COLUMNS = {
     "schema_meta": ["key", "value"],
     "runs": [
         "run_key", "suite", "dataset", "backbone", "seed", "n_classes", "checkpoint_sha256",
-        "code_version", "train_seconds", "created_at",
+        "code_version", "train_seconds", "created_at", "compute_mode", "compute_settings",
+        "cpu_model", "cpu_flags",
     ],
     "splits": [
         "run_key", "split", "role", "shift_family", "shift", "severity", "n_samples",
@@ -165,7 +166,7 @@ def test_old_schema_database_is_migrated_and_keeps_its_rows(tmp_path):
         with connect(db, read_only=True):
             pass
     with connect(db) as con:  # writable: migrated in place
-        assert read_schema_version(con) == SCHEMA_VERSION == 6
+        assert read_schema_version(con) == SCHEMA_VERSION == 7
         assert "chunk_key" in _columns(con, "monitor_chunks")  # schema 6: the monitor's history
         assert "estimator_key" in _columns(con, "monitor_estimates")
         assert _columns(con, "ingested") == ["sha256", "kind", "run_key", "ingested_at"]
@@ -184,4 +185,4 @@ def test_old_schema_database_is_migrated_and_keeps_its_rows(tmp_path):
         new = [r for r in read_estimates(con, "r") if r.split == "noise"][0]
         assert (new.interval_low, new.interval_high, new.interval_level) == (0.55, 0.65, 0.9)
     with connect(db, read_only=True) as con:  # now current
-        assert read_schema_version(con) == 6
+        assert read_schema_version(con) == SCHEMA_VERSION

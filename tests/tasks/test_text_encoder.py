@@ -68,12 +68,24 @@ def test_bf16_embeddings_stay_close_and_are_cached_apart(state_home, monkeypatch
     for text, p in zip(TEXTS, pooled):
         assert float(p[0] @ _reference_pooled(text)) > 0.999
     enc = load_minilm()
-    assert text_encoder.feature_folder(enc).name.endswith("-bf16")
+    assert "-bf16-" in text_encoder.feature_folder(enc).name
     monkeypatch.setenv("ALSA_BENCH_TEXT_PRECISION", "fp32")
-    assert text_encoder.feature_folder(enc).name.endswith("-fp32")
+    assert "-fp32-" in text_encoder.feature_folder(enc).name
     monkeypatch.setenv("ALSA_BENCH_TEXT_PRECISION", "fp16")
     with pytest.raises(ValueError, match="ALSA_BENCH_TEXT_PRECISION must be auto, fp32 or bf16"):
         text_encoder.use_bf16(torch.device("cpu"))
+
+
+def test_the_compute_mode_names_the_feature_cache(state_home, fp32, monkeypatch) -> None:
+    # features of the reproducible mode (pinned kernels) and of the fast mode (this CPU's own)
+    # are different numbers: one never serves the other
+    enc = load_minilm()
+    monkeypatch.setenv("ALSA_BENCH_REPRODUCIBLE", "1")
+    pinned = text_encoder.feature_folder(enc).name
+    monkeypatch.setenv("ALSA_BENCH_REPRODUCIBLE", "0")
+    fast = text_encoder.feature_folder(enc).name
+    assert pinned != fast
+    assert pinned.rsplit("-", 1)[1].startswith("r") and fast.rsplit("-", 1)[1].startswith("f")
 
 
 def test_long_texts_keep_head_and_tail(state_home, fp32) -> None:

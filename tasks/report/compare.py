@@ -1,0 +1,584 @@
+"""``alsa-bench report --compare REFERENCE``: your benchmark against a reference, in one screen.
+
+The reference is a benchmark database (``bench.duckdb``) or a generated ``docs/BENCHMARK.md``.
+The page carries a machine-readable block at its end (:func:`reference_block`, written by
+:func:`tasks.report.benchmark_doc.write_benchmark_doc`): every MAE cell per seed, with full
+precision, and each run's checkpoint digest, compute mode, recorded settings and CPU. A page
+without the block (generated before it existed) is read from its MAE table instead (means and
+standard deviations only, to two decimals).
+
+What is compared
+----------------
+The MAE table's cells (suite, dataset, shift family, backbone, method) over the seeds both
+sides hold; a cell's difference is ``yours - reference`` of the mean over those seeds, in
+percentage points. A difference is **within the seeds' spread** when it is no larger than the
+reference's standard deviation over its seeds (the change a new seed makes; yours where the
+reference has one seed). Runs (``dataset.backbone.sSEED``) are compared where both sides hold
+per-seed values: a run is *identical* (every value equal to the last bit), the *same model with
+moved estimates* (equal checkpoint digests; the estimators' fit moved: the methods are named),
+or a *different model*, with the reason read from the two runs' recorded settings (the compute
+mode, ATen's capability, MKL's branch, threads, torch, the CPU, the code version).
+
+The last line is the verdict:
+
+* ``the same numbers``: every common cell equal to the digit shown on the page;
+* ``host noise``: cells differ, every one within the seeds' spread; the runs that differ and why;
+* ``a real difference``: at least one cell differs by more than the seeds' spread;
+* ``no verdict``: cells differ, but with one seed there is no spread to judge them by.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import pandas as pd
+
+from tasks.report.provenance import PROVENANCE_COLUMNS, describe_settings, simd_flags
+
+__all__ = [
+    "BLOCK_START",
+    "Comparison",
+    "Reference",
+    "compare",
+    "format_comparison",
+    "load_reference",
+    "reference_block",
+    "reference_from_database",
+    "reference_from_page",
+]
+
+#: First characters of the machine-readable block of ``docs/BENCHMARK.md``.
+BLOCK_START: Final[str] = "<!-- alsa-bench reference "
+#: Layout version of the block.
+BLOCK_FORMAT: Final[int] = 1
+#: The MAE table's cell key.
+CELL: Final[list[str]] = ["suite", "dataset", "shift_family", "backbone", "method"]
+#: Settings whose difference explains a different model, in the order they are named.
+_REASONS: Final[tuple[tuple[str, str], ...]] = (
+    ("mode", "mode"), ("aten_cpu_capability", "ATen"), ("onednn_max_cpu_isa", "oneDNN"),
+    ("mkl_cbwr", "MKL"), ("openblas_cores", "OpenBLAS"), ("numpy_disabled", "numpy targets off"),
+    ("convolutions", "convolutions"),
+    ("deterministic_algorithms", "deterministic"), ("threads", "threads"),
+    ("text_precision", "text precision"), ("torch", "torch"), ("numpy", "numpy"),
+)
+#: Cells and runs listed at most (the rest are counted), so the output fits a screen.
+MAX_CELLS: Final[int] = 10
+MAX_RUNS: Final[int] = 6
+
+
+# ------------------------------------------------------------------------------ the reference
+@dataclass(frozen=True)
+class Reference:
+    """One side of a comparison.
+
+    Attributes
+    ----------
+    source : str
+        Where it was read.
+    kind : {"database", "page", "page table"}
+        A database, a page with its block, or a page read from its MAE table.
+    per_seed : DataFrame or None
+        :data:`CELL` + ``seed``, ``mae`` (percentage points, full precision); None for a page
+        read from its table.
+    summary : DataFrame
+        :data:`CELL` + ``mae_mean``, ``mae_std`` (NaN for one seed), ``n_seeds``.
+    runs : DataFrame
+        :data:`tasks.report.provenance.PROVENANCE_COLUMNS`, one row per run (may be empty).
+    seeds : tuple of int
+    """
+
+    source: str
+    kind: str
+    per_seed: pd.DataFrame | None
+    summary: pd.DataFrame
+    runs: pd.DataFrame
+    seeds: tuple[int, ...]
+
+
+def _summary(per_seed: pd.DataFrame) -> pd.DataFrame:
+    from tasks.report.stats import std_or_nan
+
+    return (per_seed.groupby(CELL, sort=False)
+            .agg(mae_mean=("mae", "mean"), mae_std=("mae", std_or_nan),
+                 n_seeds=("seed", "nunique"))
+            .reset_index())
+
+
+def _report_rows(con: Any) -> pd.DataFrame:
+    """The rows the MAE table is made of: target rows of label-free methods, no variants."""
+    from storage.estimates import read_report_rows
+    from tasks.report.names import is_variant
+    from tasks.report.scores import score_methods
+    from tasks.report.tables import build_report_tables
+
+    df = read_report_rows(con)
+    if df.empty:
+        raise ValueError("the database holds no estimates (report_rows is empty); run "
+                         "`alsa-bench run` first.")
+    df = df[~df["method"].map(is_variant)]
+    df = df[~df["method"].isin(score_methods(df))]
+    return build_report_tables(df)["rows"]
+
+
+def reference_from_database(path: str | Path) -> Reference:
+    """A benchmark database as one side of a comparison.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    ValueError
+        If it holds no estimates.
+    """
+    from storage.db import connect
+    from tasks.report.provenance import run_provenance
+    from tasks.report.tables import mae_per_seed
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"the database {str(path)!r} does not exist.")
+    with connect(path, read_only=True) as con:
+        rows = _report_rows(con)
+        runs = run_provenance(con, rows["run_key"].unique().tolist())
+    per_seed = mae_per_seed(rows)[CELL + ["seed", "mae"]]
+    per_seed["seed"] = per_seed["seed"].astype(int)
+    return Reference(str(path), "database", per_seed, _summary(per_seed), runs,
+                     tuple(sorted(per_seed["seed"].unique().tolist())))
+
+
+def reference_block(rows: pd.DataFrame, runs: pd.DataFrame) -> str:
+    """The machine-readable block of ``docs/BENCHMARK.md``: an HTML comment (invisible on the
+    page) holding one line of JSON.
+
+    Parameters
+    ----------
+    rows : DataFrame
+        The report's target rows (``estimates.csv``: ``abs_error_pp`` and the cell columns).
+    runs : DataFrame
+        The report's ``runs.csv`` (:func:`tasks.report.provenance.run_provenance`).
+
+    Returns
+    -------
+    str
+        ``<!-- alsa-bench reference {json} -->``; the JSON holds ``format``, ``seeds``,
+        ``cells`` (``"suite|dataset|family|backbone"`` -> method -> seed -> MAE in pp, full
+        precision) and ``runs`` (run key -> its provenance columns).
+    """
+    from tasks.report.tables import mae_per_seed
+
+    per_seed = mae_per_seed(rows)
+    cells: dict[str, dict[str, dict[str, float]]] = {}
+    for row in per_seed.itertuples(index=False):
+        key = "|".join(str(getattr(row, c)) for c in CELL[:-1])
+        cells.setdefault(key, {}).setdefault(str(row.method), {})[str(int(row.seed))] = float(
+            row.mae)
+    run_records = {}
+    for row in runs.itertuples(index=False):
+        record = {c: getattr(row, c) for c in PROVENANCE_COLUMNS if c != "run_key"}
+        if isinstance(record.get("compute_settings"), str):
+            try:
+                record["compute_settings"] = json.loads(record["compute_settings"])
+            except ValueError:
+                pass
+        record = {k: (None if isinstance(v, float) and math.isnan(v) else v)
+                  for k, v in record.items()}
+        run_records[str(row.run_key)] = record
+    payload = {
+        "format": BLOCK_FORMAT,
+        "seeds": sorted(int(s) for s in per_seed["seed"].unique()),
+        "cells": cells,
+        "runs": run_records,
+    }
+    return BLOCK_START + json.dumps(payload, sort_keys=True, separators=(",", ":")) + " -->"
+
+
+def _from_block(text: str, source: str) -> Reference | None:
+    start = text.rfind(BLOCK_START)
+    if start < 0:
+        return None
+    end = text.find("-->", start)
+    try:
+        payload = json.loads(text[start + len(BLOCK_START):end].strip())
+    except ValueError as exc:
+        raise ValueError(f"the reference block of {source!r} is not valid JSON ({exc}); "
+                         "regenerate the page with `alsa-bench report --to-docs`.") from None
+    if not isinstance(payload, dict) or payload.get("format") != BLOCK_FORMAT:
+        raise ValueError(f"the reference block of {source!r} has layout "
+                         f"{payload.get('format') if isinstance(payload, dict) else '?'!r}; "
+                         f"this alsa-bench reads {BLOCK_FORMAT}.")
+    records = []
+    for key, methods in payload["cells"].items():
+        parts = key.split("|")
+        for method, by_seed in methods.items():
+            for seed, mae in by_seed.items():
+                records.append((*parts, method, int(seed), float(mae)))
+    per_seed = pd.DataFrame(records, columns=CELL + ["seed", "mae"])
+    runs = pd.DataFrame(
+        [{"run_key": k, **{c: v.get(c) for c in PROVENANCE_COLUMNS if c != "run_key"}}
+         for k, v in payload["runs"].items()], columns=list(PROVENANCE_COLUMNS))
+    return Reference(source, "page", per_seed, _summary(per_seed), runs,
+                     tuple(int(s) for s in payload["seeds"]))
+
+
+_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:±\s*(\d+(?:\.\d+)?))?\s*$")
+
+
+def _from_table(text: str, source: str) -> Reference:
+    """The MAE table of a page without the block."""
+    lines = text.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines)
+                     if line.startswith("## MAE of the accuracy estimates"))
+    except StopIteration:
+        raise ValueError(f"{source!r} has neither an alsa-bench reference block nor a \"MAE of "
+                         "the accuracy estimates\" table: it is not a generated BENCHMARK.md.") \
+            from None
+    table = []
+    for line in lines[start + 1:]:
+        if line.startswith("## "):
+            break
+        if line.startswith("|"):
+            table.append([c.strip() for c in line.strip().strip("|").split("|")])
+    if len(table) < 3:
+        raise ValueError(f"the MAE table of {source!r} has no rows.")
+    header, body = table[0], table[2:]
+    seeds_match = re.search(r"^\|\s*seeds\s*\|\s*([\d,\s]+)\|", text, re.MULTILINE)
+    seeds = tuple(int(s) for s in re.findall(r"\d+", seeds_match.group(1))) if seeds_match else ()
+    records = []
+    for cells in body:
+        row = dict(zip(header, cells))
+        for method in header[4:]:
+            match = _NUMBER.match(row.get(method, "").replace("*", ""))
+            if match is None:
+                continue
+            std = float(match.group(2)) if match.group(2) is not None else math.nan
+            records.append((row["suite"], row["dataset"], row["shift_family"], row["backbone"],
+                            method, float(match.group(1)), std,
+                            len(seeds) if not math.isnan(std) else 1))
+    summary = pd.DataFrame(records, columns=CELL + ["mae_mean", "mae_std", "n_seeds"])
+    return Reference(source, "page table", None, summary,
+                     pd.DataFrame(columns=list(PROVENANCE_COLUMNS)), seeds)
+
+
+def reference_from_page(path: str | Path) -> Reference:
+    """A generated ``BENCHMARK.md``: its block, else its MAE table.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    ValueError
+        If it has neither a block nor an MAE table, or the block is damaged.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"the page {str(path)!r} does not exist.")
+    text = path.read_text(encoding="utf-8")
+    return _from_block(text, str(path)) or _from_table(text, str(path))
+
+
+def load_reference(path: str | Path) -> Reference:
+    """A page (``.md``, or any text file) or a database (anything else), by its content.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        If it is neither a generated page nor a benchmark database.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"REFERENCE must be a generated BENCHMARK.md or a bench.duckdb; "
+                                f"{str(path)!r} does not exist.")
+    if path.is_dir():
+        raise ValueError(f"REFERENCE must be a file (a BENCHMARK.md or a bench.duckdb); got the "
+                         f"folder {str(path)!r}.")
+    with path.open("rb") as fh:
+        head = fh.read(4096)
+    if path.suffix.lower() == ".md" or (b"\0" not in head and head.lstrip().startswith(b"#")):
+        return reference_from_page(path)
+    return reference_from_database(path)
+
+
+# ------------------------------------------------------------------------------ the comparison
+@dataclass
+class Comparison:
+    """The result of :func:`compare`.
+
+    Attributes
+    ----------
+    own, reference : Reference
+    cells : DataFrame
+        One row per common cell: :data:`CELL`, ``seeds`` (compared), ``own``, ``ref`` (means over
+        them), ``delta`` (pp), ``spread`` (the reference's std over its seeds, else yours),
+        ``within`` (bool, or None without a spread), ``digit_equal``, ``exact``.
+    runs : DataFrame
+        One row per common run: ``run_key``, ``status`` (identical, same model, different
+        model, differs), ``methods`` (that moved), ``max_delta`` (pp), ``reason``.
+    only_reference, only_own : int
+        Cells one side lacks.
+    verdict : str
+        The one-line verdict.
+    """
+
+    own: Reference
+    reference: Reference
+    cells: pd.DataFrame
+    runs: pd.DataFrame
+    only_reference: int
+    only_own: int
+    verdict: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def _settings(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            out = json.loads(value)
+        except ValueError:
+            return {}
+        return out if isinstance(out, dict) else {}
+    return {}
+
+
+def _text(value: Any) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return str(value)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list):
+        return "/".join(map(str, value)) or "none"
+    return "none" if value in (None, "") else str(value)
+
+
+def _reason(own: pd.Series | None, ref: pd.Series | None) -> str:
+    """Why two runs may differ: the recorded settings that are not the same."""
+    if own is None or ref is None:
+        return "no record of how one side was computed"
+    a, b = _settings(own.get("compute_settings")), _settings(ref.get("compute_settings"))
+    if not a or not b:
+        return "no record of how one side was computed (stored before schema 7)"
+    out = []
+    for key, label in _REASONS:
+        va, vb = a.get(key), b.get(key)
+        if va != vb:
+            out.append(f"{label} {_show(va)} vs {_show(vb)}")
+    cpu_a, cpu_b = _text(own.get("cpu_model")), _text(ref.get("cpu_model"))
+    if cpu_a != cpu_b:
+        out.append(f"CPU {cpu_a} vs {cpu_b}")
+    elif simd_flags(_text(own.get("cpu_flags"))) != simd_flags(_text(ref.get("cpu_flags"))):
+        out.append("CPU flags differ")
+    code_a, code_b = _text(own.get("code_version")), _text(ref.get("code_version"))
+    if code_a and code_b and code_a != code_b:
+        out.append(f"code version {code_a} vs {code_b}")
+    if out:
+        pinned_only_cpu = (a.get("mode") == b.get("mode") == "reproducible"
+                           and all(r.startswith(("CPU", "code version")) for r in out))
+        if pinned_only_cpu and any(r.startswith("CPU") for r in out):
+            out.append("the same pinned settings on another CPU: not expected, please report it")
+        return "; ".join(out)
+    return "the same recorded settings and CPU: not explained by the host"
+
+
+def _run_table(own: Reference, ref: Reference, joined: pd.DataFrame) -> pd.DataFrame:
+    cols = ["run_key", "status", "methods", "max_delta", "reason"]
+    if joined.empty:
+        return pd.DataFrame(columns=cols)
+    joined = joined.assign(run_key=joined["dataset"].astype(str) + "." +
+                           joined["backbone"].astype(str) + ".s" + joined["seed"].astype(str))
+    own_runs = {str(r["run_key"]): r for _, r in own.runs.iterrows()}
+    ref_runs = {str(r["run_key"]): r for _, r in ref.runs.iterrows()}
+    out = []
+    for key, sub in joined.groupby("run_key", sort=True):
+        diff = (sub["mae_own"] - sub["mae_ref"]).abs()
+        moved = sub.loc[diff > 0, "method"].astype(str).unique().tolist()
+        a, b = own_runs.get(key), ref_runs.get(key)
+        ck_a = _text(a.get("checkpoint_sha256")) if a is not None else None
+        ck_b = _text(b.get("checkpoint_sha256")) if b is not None else None
+        same_model = ck_a is not None and ck_a == ck_b
+        if not moved and (same_model or ck_a is None or ck_b is None):
+            status, reason = "identical", ""
+        elif same_model:
+            status, reason = "same model", "the estimators' fit moved: " + _reason(a, b)
+        elif ck_a is not None and ck_b is not None:
+            status, reason = "different model", _reason(a, b)
+        else:
+            status, reason = "differs", _reason(a, b)
+        out.append((key, status, moved, float(diff.max()), reason))
+    return pd.DataFrame(out, columns=cols)
+
+
+def compare(own: Reference, ref: Reference) -> Comparison:
+    """Compare ``own`` with ``ref`` (see the module docstring).
+
+    Returns
+    -------
+    Comparison
+    """
+    keys_own = own.summary.set_index(CELL).index
+    keys_ref = ref.summary.set_index(CELL).index
+    common = keys_own.intersection(keys_ref)
+    only_ref, only_own = len(keys_ref.difference(keys_own)), len(keys_own.difference(keys_ref))
+    ref_summary = ref.summary.set_index(CELL)
+    own_summary = own.summary.set_index(CELL)
+    notes: list[str] = []
+    joined = pd.DataFrame()
+    if own.per_seed is not None and ref.per_seed is not None:
+        joined = own.per_seed.merge(ref.per_seed, on=CELL + ["seed"], suffixes=("_own", "_ref"))
+        grouped = joined.groupby(CELL, sort=False).agg(
+            own=("mae_own", "mean"), ref=("mae_ref", "mean"), seeds=("seed", "nunique"),
+            exact=("mae_own", lambda s: bool((s == joined.loc[s.index, "mae_ref"]).all())),
+        )
+        cells = grouped.reset_index()
+    else:
+        rows = []
+        for key in common:
+            rows.append((*key, float(own_summary.loc[key, "mae_mean"]),
+                         float(ref_summary.loc[key, "mae_mean"]),
+                         int(ref_summary.loc[key, "n_seeds"]), False))
+        cells = pd.DataFrame(rows, columns=CELL + ["own", "ref", "seeds", "exact"])
+        if set(own.seeds) != set(ref.seeds):
+            notes.append(f"the page holds means over seeds {', '.join(map(str, ref.seeds))} "
+                         f"only; yours are over {', '.join(map(str, own.seeds))}: compared "
+                         "against the seeds' spread only (regenerate the page for per-seed "
+                         "values)")
+    if cells.empty:
+        cmp = Comparison(own, ref, cells, _run_table(own, ref, joined), only_ref, only_own,
+                         notes=notes)
+        cmp.verdict = ("nothing to compare: no cell of the MAE table is in both (different "
+                       "suites, datasets or backbones)")
+        return cmp
+    spread = []
+    for row in cells.itertuples(index=False):
+        key = tuple(getattr(row, c) for c in CELL)
+        s = float(ref_summary.loc[key, "mae_std"])
+        if math.isnan(s) and key in own_summary.index:
+            s = float(own_summary.loc[key, "mae_std"])
+        spread.append(s)
+    cells["spread"] = spread
+    cells["delta"] = cells["own"] - cells["ref"]
+    cells["digit_equal"] = [f"{a:.2f}" == f"{b:.2f}" for a, b in zip(cells["own"], cells["ref"])]
+    cells["within"] = [None if math.isnan(s) else bool(abs(d) <= s + 1e-12)
+                       for d, s in zip(cells["delta"], cells["spread"])]
+    cmp = Comparison(own, ref, cells, _run_table(own, ref, joined), only_ref, only_own,
+                     notes=notes)
+    cmp.verdict = _verdict(cmp)
+    return cmp
+
+
+def _names(keys: Sequence[str]) -> str:
+    keys = list(keys)
+    shown = ", ".join(keys[:MAX_RUNS])
+    return shown + (f" and {len(keys) - MAX_RUNS} more" if len(keys) > MAX_RUNS else "")
+
+
+def _verdict(cmp: Comparison) -> str:
+    cells = cmp.cells
+    differ = cells[~cells["digit_equal"]]
+    moved_runs = cmp.runs[cmp.runs["status"] != "identical"]["run_key"].tolist()
+    if differ.empty:
+        extra = (f"; {len(moved_runs)} run(s) differ below the page's precision: "
+                 f"{_names(moved_runs)}" if moved_runs else "")
+        exact = " (every value bit-identical)" if bool(cells["exact"].all()) else ""
+        return f"the same numbers: all {len(cells)} cells equal to the digit{exact}{extra}"
+    beyond = differ[differ["within"] == False]  # noqa: E712 (None: no spread to judge by)
+    unjudged = differ[differ["within"].isna()]
+    runs = f"; runs that differ: {_names(moved_runs)}" if moved_runs else ""
+    if beyond.empty and unjudged.empty:
+        return (f"host noise: {len(differ)} of {len(cells)} cells differ, all within the "
+                f"seeds' spread{runs}")
+    if beyond.empty:
+        worst = _largest(unjudged)
+        return (f"no verdict: {len(unjudged)} of {len(cells)} cells differ and one seed has no "
+                f"spread to judge them by (run 3 seeds); largest {_cell_name(worst)} "
+                f"{worst['delta']:+.2f} pp{runs}")
+    worst = _largest(beyond)
+    return (f"a real difference: {len(beyond)} of {len(cells)} cells differ beyond the seeds' "
+            f"spread; largest {_cell_name(worst)} {worst['delta']:+.2f} pp (spread "
+            f"{_fmt(worst['spread'])}){runs}")
+
+
+def _by_size(cells: pd.DataFrame) -> pd.DataFrame:
+    """Cells ordered by their difference in units of the seeds' spread, then in pp (cells
+    without a spread after those with one)."""
+    ratio = (cells["delta"].abs() / cells["spread"]).fillna(-1.0)
+    order = sorted(range(len(cells)), key=lambda i: (ratio.iloc[i], abs(cells["delta"].iloc[i])),
+                   reverse=True)
+    return cells.iloc[order]
+
+
+def _largest(cells: pd.DataFrame) -> Any:
+    return _by_size(cells).iloc[0]
+
+
+def _fmt(value: float) -> str:
+    return "—" if value is None or math.isnan(value) else f"{value:.2f}"
+
+
+def _cell_name(row: Any) -> str:
+    return f"{row['dataset']}/{row['shift_family']}/{row['backbone']} {row['method']}"
+
+
+def _side(ref: Reference) -> str:
+    from tasks.report.provenance import compute_notes
+
+    lines = compute_notes(ref.runs)
+    if not lines:
+        return "how its runs were computed is not recorded"
+    first = lines[0].removeprefix("- computed in ")
+    return first + (f" (and {len(lines) - 1} other setting(s))" if len(lines) > 1 else "")
+
+
+def format_comparison(cmp: Comparison) -> str:
+    """The comparison on one screen; its last line is the verdict."""
+    own, ref = cmp.own, cmp.reference
+    lines = [
+        f"Comparing {own.source} with {ref.source} ({ref.kind})",
+        f"  yours:     {_side(own)}",
+        f"  reference: {_side(ref)}",
+    ]
+    cells = cmp.cells
+    if not cells.empty:
+        differ = cells[~cells["digit_equal"]]
+        unjudged = int(differ["within"].isna().sum())
+        lines.append(
+            f"Cells: {len(cells)} compared, {len(differ)} differ to the digit, "
+            f"{int((differ['within'] == False).sum())} beyond the seeds' spread"  # noqa: E712
+            + (f", {unjudged} without a spread (one seed)" if unjudged else "")
+            + (f"; {cmp.only_reference} only in the reference" if cmp.only_reference else "")
+            + (f"; {cmp.only_own} only in yours" if cmp.only_own else ""))
+        if not differ.empty:
+            show = _by_size(differ).head(MAX_CELLS)
+            lines.append(f"  {'cell':46} {'yours':>7} {'ref':>7} {'Δ pp':>7} {'spread':>7}  "
+                         "within")
+            for _, row in show.iterrows():
+                within = "—" if row["within"] is None else ("yes" if row["within"] else "NO")
+                lines.append(f"  {_cell_name(row)[:46]:46} {row['own']:7.2f} {row['ref']:7.2f} "
+                             f"{row['delta']:+7.2f} {_fmt(row['spread']):>7}  {within}")
+            if len(differ) > MAX_CELLS:
+                lines.append(f"  ... and {len(differ) - MAX_CELLS} more cells")
+    if not cmp.runs.empty:
+        counts = cmp.runs["status"].value_counts()
+        lines.append(f"Runs: {len(cmp.runs)} compared: " + ", ".join(
+            f"{counts[s]} {s}" for s in ("identical", "same model", "different model", "differs")
+            if s in counts))
+        for (status, reason), sub in cmp.runs[cmp.runs["status"] != "identical"].groupby(
+                ["status", "reason"], sort=False):
+            methods = sorted({m for ms in sub["methods"] for m in ms})
+            lines.append(f"  {status} ({reason}; up to {sub['max_delta'].max():.2g} pp in "
+                         f"{', '.join(methods[:5])}{'...' if len(methods) > 5 else ''}): "
+                         f"{_names(sub['run_key'].tolist())}")
+    lines += [f"Note: {n}" for n in cmp.notes]
+    lines.append(f"Verdict: {cmp.verdict}")
+    return "\n".join(lines)

@@ -1,0 +1,143 @@
+"""How and where a report's runs were computed: their ``runs`` rows, for the report header.
+
+The train stage records, in each run's ``runs`` row (schema 7), the compute mode
+(``reproducible`` or ``fast``), the settings the training process computed with, read back from
+the libraries (:func:`tasks.runtime.reproducible.effective_settings`), the CPU model and its
+flags. :func:`run_provenance` reads them for the reported runs; :func:`compute_notes` turns them
+into the lines under the report's title, one per distinct (mode, settings, CPU), so a report
+mixing runs of two machines or two modes says so; ``runs.csv`` in the report folder keeps one
+row per run for ``alsa-bench report --compare`` and ``docs/BENCHMARK.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final
+
+import pandas as pd
+
+__all__ = ["PROVENANCE_COLUMNS", "compute_notes", "describe_settings", "run_provenance",
+           "simd_flags"]
+
+#: Columns of :func:`run_provenance` (and of ``runs.csv``).
+PROVENANCE_COLUMNS: Final[tuple[str, ...]] = (
+    "run_key", "checkpoint_sha256", "code_version", "compute_mode", "compute_settings",
+    "cpu_model", "cpu_flags",
+)
+#: CPU flags the header shows: the ones that decide which kernels a library picks.
+_SIMD: Final[tuple[str, ...]] = (
+    "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+    "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
+)
+
+
+def run_provenance(con: Any, run_keys: Sequence[str]) -> pd.DataFrame:
+    """The ``runs`` rows of ``run_keys``: checkpoint, code version, compute mode and settings,
+    CPU model and flags (NULL columns of rows written before schema 7 read as None).
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+        Open connection.
+    run_keys : sequence of str
+
+    Returns
+    -------
+    DataFrame
+        :data:`PROVENANCE_COLUMNS`, one row per run found, sorted by ``run_key``.
+    """
+    keys = sorted(set(run_keys))
+    if not keys:
+        return pd.DataFrame(columns=list(PROVENANCE_COLUMNS))
+    df = con.sql(
+        f"SELECT {', '.join(PROVENANCE_COLUMNS)} FROM runs WHERE list_contains($keys, run_key) "
+        "ORDER BY run_key",
+        params={"keys": keys},
+    ).df()
+    return df.astype(object).where(df.notna(), None)
+
+
+def simd_flags(flags: str | None) -> str:
+    """The kernel-deciding flags among a space-separated flag list, in a fixed order.
+
+    Examples
+    --------
+    >>> simd_flags("fpu sse4_2 avx avx2 fma avx512f xsave")
+    'sse4_2 avx avx2 fma avx512f'
+    """
+    have = set((flags or "").split())
+    return " ".join(f for f in _SIMD if f in have)
+
+
+def describe_settings(settings: str | dict[str, Any] | None) -> str:
+    """A compact reading of a run's recorded settings.
+
+    Examples
+    --------
+    >>> describe_settings({"aten_cpu_capability": "avx2", "onednn_max_cpu_isa": "AVX2",
+    ...     "mkl_cbwr": "COMPATIBLE", "openblas_cores": ["Haswell"], "threads": 2})
+    'ATen avx2, oneDNN AVX2, MKL COMPATIBLE, OpenBLAS Haswell, 2 threads'
+    """
+    if settings is None:
+        return "not recorded (a run stored before schema 7)"
+    if isinstance(settings, str):
+        try:
+            settings = json.loads(settings)
+        except ValueError:
+            return "unreadable"
+    if not isinstance(settings, dict):
+        return "unreadable"
+    parts = [
+        f"ATen {settings.get('aten_cpu_capability', '?')}",
+        f"oneDNN {settings.get('onednn_max_cpu_isa', '?')}",
+        f"MKL {settings.get('mkl_cbwr') or '?'}",
+        f"OpenBLAS {'/'.join(settings.get('openblas_cores') or []) or '?'}",
+    ]
+    if settings.get("convolutions"):
+        parts.append(f"convolutions {settings['convolutions']}")
+    if settings.get("deterministic_algorithms"):
+        parts.append("deterministic")
+    if settings.get("threads") is not None:
+        parts.append(f"{settings['threads']} thread{'s' if settings['threads'] != 1 else ''}")
+    if settings.get("torch"):
+        parts.append(f"torch {settings['torch']}")
+    return ", ".join(parts)
+
+
+def compute_notes(provenance: pd.DataFrame) -> list[str]:
+    """Lines for the report header: how the runs were computed, and on which CPU.
+
+    One line per distinct (mode, settings, CPU model, kernel flags), with its run count::
+
+        - computed in the reproducible mode (ATen avx2, oneDNN AVX2, MKL COMPATIBLE, ...)
+          on AMD EPYC (sse4_2 avx avx2 fma avx512f ...): 54 runs
+
+    Parameters
+    ----------
+    provenance : DataFrame
+        From :func:`run_provenance`.
+
+    Returns
+    -------
+    list of str
+        Empty when there are no runs.
+    """
+    if provenance.empty:
+        return []
+    groups: dict[tuple[str, str, str, str], int] = {}
+    for row in provenance.itertuples(index=False):
+        key = (
+            str(row.compute_mode or "unrecorded"),
+            describe_settings(row.compute_settings),
+            str(row.cpu_model or "an unrecorded CPU"),
+            simd_flags(row.cpu_flags),
+        )
+        groups[key] = groups.get(key, 0) + 1
+    lines = []
+    for (mode, settings, cpu, flags), n in sorted(groups.items(), key=lambda kv: -kv[1]):
+        how = (f"the {mode} mode" if mode in ("reproducible", "fast")
+               else "an unrecorded mode")
+        lines.append(f"- computed in {how} ({settings}) on {cpu}"
+                     f"{f' ({flags})' if flags else ''}: {n} run{'s' if n != 1 else ''}")
+    return lines
