@@ -136,16 +136,10 @@ def skip_peer_methods(
         One line naming the skipped methods and why, or None when none was skipped.
 
     >>> skip_peer_methods(["ac", "gde"], False, "no --peer-val/--peer-target was given")
-    (['ac'], "skipped gde: it needs a peer model (the same architecture trained with another seed), and no --peer-val/--peer-target was given.")
+    (['ac'], 'skipped gde: it needs a peer model (the same architecture trained with another seed), and no --peer-val/--peer-target was given.')
     """
-    needs = set(peer_method_names())
-    skipped = [m for m in methods if m in needs]
-    if have_peers or not skipped:
-        return list(methods), None
-    verb = "it needs" if len(skipped) == 1 else "they need"
-    return ([m for m in methods if m not in needs],
-            f"skipped {', '.join(skipped)}: {verb} a peer model (the same architecture trained "
-            f"with another seed), and {why}.")
+    return _skip_needing(methods, peer_method_names(), have_peers,
+                         f"a peer model (the same architecture trained with another seed), and {why}")
 
 
 def feature_method_names() -> tuple[str, ...]:
@@ -180,13 +174,21 @@ def skip_feature_methods(
     >>> skip_feature_methods(["ac", "distcs"], False, "run 'r1' has none stored")
     (['ac'], "skipped distcs: it needs the classifier's features, and run 'r1' has none stored.")
     """
-    needs = set(feature_method_names())
+    return _skip_needing(methods, feature_method_names(), have_features,
+                         f"the classifier's features, and {why}")
+
+
+def _skip_needing(
+    methods: Sequence[str], needing: Sequence[str], have: bool, what: str
+) -> tuple[list[str], str | None]:
+    """``methods`` without those of ``needing`` unless ``have``, and the note naming them
+    (``"skipped X: it needs <what>."``), or None when none was skipped."""
+    needs = set(needing)
     skipped = [m for m in methods if m in needs]
-    if have_features or not skipped:
+    if have or not skipped:
         return list(methods), None
     verb = "it needs" if len(skipped) == 1 else "they need"
-    return ([m for m in methods if m not in needs],
-            f"skipped {', '.join(skipped)}: {verb} the classifier's features, and {why}.")
+    return [m for m in methods if m not in needs], f"skipped {', '.join(skipped)}: {verb} {what}."
 
 
 def all_method_names() -> tuple[str, ...]:
