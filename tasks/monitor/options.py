@@ -6,7 +6,7 @@ method or threshold is refused in the same words, naming the option, before any 
 Examples
 --------
 >>> parse_chunk("file").kind, parse_chunk("5000").rows, parse_chunk("1w").period
-('file', None, '1w')
+('file', 5000, '1w')
 >>> check_alert_below(0.75), check_alert_drop(5)
 (0.75, 5.0)
 """

@@ -184,6 +184,7 @@ def test_a_failed_stage_task_is_said_once_by_alsa_bench(
 
     from prefect import flow
 
+    from tasks.runtime.reproducible import current_mode
     from tasks.stages import estimate as estimate_stage
     from tasks.stages.estimate import estimate_task
 
@@ -197,7 +198,7 @@ def test_a_failed_stage_task_is_said_once_by_alsa_bench(
 
     @flow
     def failing() -> None:
-        estimate_task(logits, "ac", None, "fresh-version", None, 1)
+        estimate_task(logits, "ac", None, "fresh-version", current_mode(), None, 1)
 
     original = estimate_stage.compute_method_estimates
     estimate_stage.compute_method_estimates = refuse
