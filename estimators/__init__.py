@@ -42,6 +42,7 @@ from .core.exceptions import (
     FeatureFallbackWarning,
     InertParameterWarning,
     NotFittedError,
+    SignalWarning,
     SmallSampleWarning,
 )
 from .core.registry import (
@@ -86,6 +87,7 @@ __all__ = [
     "Param",
     "ScoreEstimator",
     "ScoreMap",
+    "SignalWarning",
     "SmallSampleWarning",
     "available_estimators",
     "check_estimator_params",
