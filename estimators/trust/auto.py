@@ -21,8 +21,8 @@ most of the answer) is raised again by ``auto``, prefixed with the member's key,
 ``diagnostics["member_warnings"]``. A signal that is NaN (:attr:`SignalValues.problems
 <estimators.trust.shift_signals.SignalValues.problems>`) is never filled in: ``auto`` then
 returns its base member's estimate uncorrected (the correction needs every signal), says so in
-a :class:`~estimators.core.exceptions.SignalWarning` and in ``diagnostics["signal_problems"]``,
-and its band is [0, 1].
+a :class:`~estimators.core.exceptions.SignalWarning` and in ``diagnostics["signal_problems"]``;
+where the band reads that signal, the band is [0, 1].
 
 Python uses the calibration that :func:`~estimators.trust.calibration_artifact.active_calibration`
 finds: ``use_calibration(PATH)``, else ``ALSA_BENCH_CALIBRATION``, else the shipped one. The
@@ -127,8 +127,7 @@ def _combine(stack: Any, measured: SignalValues,
     if measured.problems and base in estimates:
         diagnostics["signal_problems"] = dict(measured.problems)
         warn_missing_signals(measured.problems, f"auto returns its base member {base}'s "
-                             "estimate uncorrected (its correction needs every signal), and "
-                             "its shift band is [0, 1]")
+                             "estimate uncorrected (its correction needs every signal)")
         return float(estimates[base]), diagnostics
     return float(stack.predict(signals, estimates)[0]), diagnostics
 
@@ -256,11 +255,14 @@ def auto_from_estimates(
     base = results[stack.base]
     band = calibration.bands.get(auto_key(stack.members))
     shift = (math.nan, math.nan)
-    if "signal_problems" in diagnostics:
-        shift = (0.0, 1.0)
-    elif band is not None:
+    if band is not None:
         low, high = band.interval(measured.to_record(), accuracy, level)
-        shift = (min(float(low[0]), base.interval[0]), max(float(high[0]), base.interval[1]))
+        if np.isfinite(low[0]) and np.isfinite(high[0]):
+            shift = (min(float(low[0]), base.interval[0]), max(float(high[0]), base.interval[1]))
+        else:  # a signal the band reads is NaN (attach_band.shift_band does the same)
+            warn_missing_signals(measured.problems, "the shift band is [0, 1]: without that "
+                                 "signal nothing narrower is known to hold")
+            shift = (0.0, 1.0)
     return AccuracyEstimate(
         method="auto", accuracy=accuracy, n_target=base.n_target,
         params={"methods": list(stack.members)}, diagnostics=diagnostics,
