@@ -229,6 +229,13 @@ def _run_plans(plans: Sequence[Any], refreshing: Sequence[str], options: RunOpti
         counts = "; ".join(f"{stage} {c['ran']} ran, {c['cached']} cached"
                            for stage, c in result.summary().items())
         typer.echo(f"Suite {plan.suite} finished in {elapsed:.1f} s ({counts}).")
+    if len(plans) > 1:  # the trust section needs datasets from several suites (issue 31)
+        from tasks.report.closing import trust_summary, write_closing_report
+
+        closing = _guard(lambda: write_closing_report([p.suite for p in plans]),
+                         user_errors=(ValueError,))
+        typer.echo(trust_summary(closing))
+        typer.echo(f"Report over every suite: {Path(closing.folder) / 'report.md'}")
     if not options.ablations:
         return
     for plan in plans:

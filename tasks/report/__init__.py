@@ -183,7 +183,7 @@ def write_report(
             tables["per_class_mae"] = per_class
             tables["per_class_table"] = per_class_wide(per_class)
         anchor_figs = anchor_figures(con, tables["rows"]) if anchor_plots else []
-        trust = _trust_tables(con, tables["rows"]["run_key"].unique().tolist())
+        trust, trust_missing = _trust_tables(con, tables["rows"]["run_key"].unique().tolist())
     from tasks.report.features import feature_comparison
 
     features = feature_comparison(tables["rows"])
@@ -214,7 +214,9 @@ def write_report(
         tables["score_correlation"].to_csv(folder / "score_correlation.csv", index=False)
     synthetic = _synthetic_datasets(db, tables["rows"]["dataset"].astype(str).unique().tolist())
     banner = f"{BANNER.strip('*')}\n" if synthetic else ""
-    (folder / "mae.txt").write_text(banner + format_mae_text(tables) + "\n", encoding="utf-8")
+    trust_line = "" if trust_missing is None else f"\n{trust_missing}\n"
+    (folder / "mae.txt").write_text(banner + format_mae_text(tables) + "\n" + trust_line,
+                                    encoding="utf-8")
     if trust is not None:
         trust["auto"].to_csv(folder / "trust_auto.csv", index=False)
         trust["band"].to_csv(folder / "band.csv", index=False)
@@ -253,6 +255,8 @@ def write_report(
         from tasks.report.trust_calibration import trust_markdown
 
         md = md.rstrip("\n") + "\n\n" + trust_markdown(trust)
+    elif trust_missing is not None:
+        md = md.rstrip("\n") + "\n\n## Which estimate to trust\n\n" + trust_missing + "\n"
     if features is not None:
         from tasks.report.features import feature_markdown
 
@@ -271,21 +275,36 @@ def write_report(
     return ReportRef(name=name, folder=str(folder.resolve()))
 
 
-def _trust_tables(con: Any, run_keys: Sequence[str]) -> dict[str, pd.DataFrame] | None:
-    """The "Which estimate to trust" tables over these runs (leave-one-dataset-out), or None
-    where they cannot be measured (fewer than 3 datasets with every label-free method)."""
+#: Datasets the "Which estimate to trust" section needs (leave-one-dataset-out of a fit that
+#: itself chooses its penalty leave-one-dataset-out).
+TRUST_MIN_DATASETS = 4
+
+
+def _trust_tables(
+    con: Any, run_keys: Sequence[str]
+) -> tuple[dict[str, pd.DataFrame] | None, str | None]:
+    """The "Which estimate to trust" tables over these runs (leave-one-dataset-out), or None and
+    the one line that says why they are not measured (never dropped without a word)."""
     import numpy as np
 
     from tasks.report.trust_calibration import calibration_table, trust_tables
 
+    head = "Which estimate to trust: not measured in this report"
+    later = ("`alsa-bench run` over several suites (make bench) ends with a report over all "
+             "of them (`bench-all`), and `alsa-bench report --to-docs` measures it over "
+             "every suite")
     try:
         table, keys = calibration_table(con)
-    except ValueError:
-        return None
+    except ValueError as exc:
+        return None, f"{head}: {' '.join(str(exc).split())} ({later})."
     table = table.subset(keys["run_key"].isin(set(run_keys)).to_numpy())
-    if len(np.unique(table.groups)) < 4:
-        return None
-    return trust_tables(table)
+    names = sorted(np.unique(table.groups).tolist())
+    if len(names) < TRUST_MIN_DATASETS:
+        held = f"{len(names)} ({', '.join(names)})" if names else "none"
+        return None, (f"{head}: it needs target splits from at least {TRUST_MIN_DATASETS} "
+                      f"datasets with every label-free method's estimate, and this report "
+                      f"has {held}; {later}.")
+    return trust_tables(table), None
 
 
 def _synthetic_datasets(db: str | Path | None, datasets: Sequence[str]) -> list[str]:
