@@ -230,7 +230,7 @@ def _run_plans(plans: Sequence[Any], refreshing: Sequence[str], options: RunOpti
                            for stage, c in result.summary().items())
         typer.echo(f"Suite {plan.suite} finished in {elapsed:.1f} s ({counts}).")
     if len(plans) > 1:  # the trust section needs datasets from several suites (issue 31)
-        from tasks.report.closing import trust_summary, write_closing_report
+        from tasks.report import trust_summary, write_closing_report
 
         closing = _guard(lambda: write_closing_report([p.suite for p in plans]),
                          user_errors=(ValueError,))

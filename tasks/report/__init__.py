@@ -62,12 +62,15 @@ from tasks.runtime.refs import ReportRef
 
 __all__ = [
     "ALL_FAMILIES",
+    "CLOSING_REPORT",
     "FAMILY_DISPLAY_ORDER",
     "FINGERPRINT_FILE",
     "REQUIRED_COLUMNS",
     "TEMPORAL_FAMILY",
     "artifact_key",
     "build_report_tables",
+    "trust_summary",
+    "write_closing_report",
     "coverage_long",
     "family_order",
     "format_mae_text",
@@ -359,3 +362,65 @@ def _select(
             "No estimates to report: the report_rows view is empty. Run `alsa-bench run` first."
         )
     return out
+
+
+# --------------------------------------------------------------------------- the closing report
+# Each suite's report measures "Which estimate to trust" only where it holds at least
+# TRUST_MIN_DATASETS datasets, and a suite of ``make bench`` has three or fewer: ``alsa-bench
+# run`` over several suites therefore ends with one report over all of them, whose section the
+# terminal shows (trust_summary).
+#: Folder name (under the reports folder) of the report over every suite of a run.
+CLOSING_REPORT = "bench-all"
+
+
+def write_closing_report(
+    suites: Sequence[str],
+    *,
+    db: str | Path | None = None,
+    out_dir: str | Path | None = None,
+) -> ReportRef:
+    """Write the report over every run of ``suites`` (``<reports>/bench-all/``).
+
+    Parameters
+    ----------
+    suites : sequence of str
+        The suites of the run (at least one).
+    db, out_dir : path, optional
+        As :func:`tasks.report.write_report`.
+
+    Raises
+    ------
+    ValueError
+        If ``suites`` is empty or the database holds no run of them.
+    """
+    from storage.db import connect
+    from storage.estimates import read_report_rows
+
+    if not suites:
+        raise ValueError("The 'suites' argument of write_closing_report must name at least one "
+                         "suite; got none.")
+    with connect(db, read_only=True) as con:
+        rows = read_report_rows(con)
+    keys = sorted(rows.loc[rows["suite"].isin(list(suites)), "run_key"].unique().tolist())
+    if not keys:
+        raise ValueError(f"The database holds no run of the suites {', '.join(suites)}; "
+                         f"nothing to report.")
+    return write_report(db, out_dir, CLOSING_REPORT, publish_artifacts=False, run_keys=keys,
+                        title=f"alsa-bench report: {', '.join(suites)} together",
+                        anchor_plots=False)
+
+
+def trust_summary(report: ReportRef) -> str:
+    """The terminal's lines of a report's "Which estimate to trust": ``auto`` against the best
+    single method per dataset (``trust_auto.csv``), or the line saying why it is not measured."""
+    folder = Path(report.folder)
+    table = folder / "trust_auto.csv"
+    if table.is_file():
+        auto = pd.read_csv(table)
+        text = auto.to_string(index=False, float_format=lambda v: f"{v:.2f}")
+        return ("Which estimate to trust (leave-one-dataset-out, MAE in pp; report.md has the "
+                f"band):\n{text}")
+    for line in (folder / "mae.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("Which estimate to trust"):
+            return line
+    return "Which estimate to trust: not measured (no trust table in this report)."

@@ -92,7 +92,7 @@ def test_bench_database_to_calibration_report_cli_and_api(bench, tmp_path) -> No
     from flows.cli import app
     from storage.paths import calibration_path
     from tasks.report import write_report
-    from tasks.report.closing import trust_summary, write_closing_report
+    from tasks.report import trust_summary, write_closing_report
 
     db, vals = bench
     runner = CliRunner()
