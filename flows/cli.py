@@ -211,6 +211,11 @@ def _run_plans(plans: Sequence[Any], refreshing: Sequence[str], options: RunOpti
     """The body of ``run`` once the state folder is ours (``--param`` already parsed)."""
     from flows.benchmark import benchmark, print_report
 
+    from flows.params import auto_param_note
+
+    named = auto_param_note(dict(options.method_params or {}), options.methods or ())
+    if named is not None:
+        typer.echo(named)
     for plan in plans:
         typer.echo(
             f"alsa-bench run: suite {plan.suite}, datasets {', '.join(plan.datasets)}, "

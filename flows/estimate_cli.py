@@ -241,29 +241,16 @@ def run_estimates(
             notes.append("note: " + _auto_left_out(left_out, combined, params, chosen, results))
         if combined is not None:
             rows.append(_row(combined, true_accuracy))
-    elif "auto" in chosen:
-        from estimators.trust.auto import Auto
+    else:
+        from flows.params import auto_param_note
 
-        tuned = sorted(m for m in params if params[m] and m != "auto"
-                       and m in _auto_members_of(Auto(**params.get("auto", {}))))
-        if tuned:
-            notes.append(
-                f"note: auto ran its members with default parameters (its calibration was fit "
-                f"on those): --param on {', '.join(tuned)} reached only the "
-                f"{'method' if len(tuned) == 1 else 'methods'} of that name, not auto's members.")
+        named = auto_param_note(params, chosen)
+        if named is not None:
+            notes.append(named)
     for row in rows:
         row["recommended"] = row["method"] == "auto"
     messages = [*notes, *(f"{', '.join(names)}: {text}" for text, names in by_text.items())]
     return rows, messages
-
-
-def _auto_members_of(auto: Any) -> tuple[str, ...]:
-    """The members ``auto`` will run (none when its calibration has no such set)."""
-    try:
-        members: tuple[str, ...] = auto.members()
-    except ValueError:
-        return ()
-    return members
 
 
 def _auto_left_out(left_out: list[str], combined: Any, params: dict[str, dict[str, Any]],

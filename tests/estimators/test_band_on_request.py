@@ -174,3 +174,19 @@ def test_a_score_with_a_map_keeps_its_band_pending_and_gets_the_map_interval() -
     # the shipped calibration has no band for a score (the benchmark stores no accuracy for it)
     assert "nuclear-norm" not in calibration_artifact.load_calibration(SHIPPED_CALIBRATION).bands
     assert all(math.isnan(v) for v in result.shift_interval) and not result.band_pending
+
+
+def test_no_calibration_at_all_breaks_no_method_that_does_not_need_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    from estimators.trust.auto import Auto
+
+    x, y, target = _data(7)
+    monkeypatch.setattr(calibration_artifact, "SHIPPED_CALIBRATION", tmp_path / "gone.json")
+    monkeypatch.setenv(CALIBRATION_ENV, str(tmp_path / "nowhere.json"))
+    with pytest.warns(CalibrationWarning, match="does not exist"):
+        result = get_estimator("ac").fit(x, y).estimate(target, band=True)
+    assert 0.0 <= result.accuracy <= 1.0 and math.isfinite(result.interval[0])
+    assert all(math.isnan(v) for v in result.shift_interval)  # no band without a calibration
+    with pytest.raises(ValueError, match="Auto needs a calibration and none is installed"):
+        Auto().fit(x, y)
