@@ -387,14 +387,32 @@ def _fall_back(path: Path, source: str, problem: str) -> None:
     )
 
 
+def _warn_if_stale(path: Path, source: str, calibration: Calibration) -> None:
+    """Warn once per file that a chosen calibration was fit by other calibration code."""
+    key = (str(path), "stale")
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    try:
+        reason = calibration.stale_reason()
+    except FileNotFoundError:  # the calibration code is not all installed: nothing to compare
+        return
+    if reason is not None:
+        warnings.warn(
+            f"The calibration file {str(path)!r} named by {source} is used, but {reason}; its "
+            f"signals may no longer mean what this code computes. Refit it with `alsa-bench "
+            f"calibrate --db PATH`.", CalibrationWarning, stacklevel=3)
+
+
 def active_calibration() -> Calibration | None:
     """The calibration in use (cached per file and modification time), or None.
 
     The chosen file (:func:`use_calibration`, else ``ALSA_BENCH_CALIBRATION``), else the shipped
     one. A chosen file that is missing or damaged does not stop anything: the shipped
     calibration is used, with one :class:`~estimators.core.exceptions.CalibrationWarning` per
-    file that says what is wrong and what to do. Only the bands and ``auto`` read it, and only
-    when asked for (plain methods never do).
+    file that says what is wrong and what to do. A chosen file fit by other calibration code
+    (:meth:`Calibration.stale_reason`) is used, with one such warning that says so. Only the
+    bands and ``auto`` read it, and only when asked for (plain methods never do).
     """
     chosen = _chosen_path()
     if chosen is not None:
@@ -403,9 +421,12 @@ def active_calibration() -> Calibration | None:
             _fall_back(path, source, "does not exist")
         else:
             try:
-                return _load_cached(path)
+                loaded = _load_cached(path)
             except (OSError, ValueError) as exc:
                 _fall_back(path, source, f"cannot be read ({exc})")
+            else:
+                _warn_if_stale(path, source, loaded)
+                return loaded
     if not SHIPPED_CALIBRATION.exists():
         return None
     return _load_cached(SHIPPED_CALIBRATION)
