@@ -213,7 +213,7 @@ def _run_plans(plans: Sequence[Any], refreshing: Sequence[str], options: RunOpti
 
     from flows.params import auto_param_note
 
-    named = auto_param_note(dict(options.method_params or {}), options.methods or ())
+    named = auto_param_note(options.method_params or {}, options.methods or ())
     if named is not None:
         typer.echo(named)
     for plan in plans:

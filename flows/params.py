@@ -21,7 +21,7 @@ In the benchmark they are part of each estimate's cache key and are stored with 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tasks.methods import check_method_params
@@ -74,7 +74,8 @@ def parse_param_options(options: Iterable[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def auto_param_note(params: dict[str, dict[str, Any]], methods: Iterable[str]) -> str | None:
+def auto_param_note(params: Mapping[str, Mapping[str, Any]],
+                    methods: Iterable[str]) -> str | None:
     """The ``note:`` line for a named ``auto`` beside a ``--param`` on one of its members.
 
     ``auto`` runs its members with default parameters (its calibration was fit on those), so a

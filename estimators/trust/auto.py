@@ -124,7 +124,7 @@ def _combine(stack: Any, measured: SignalValues,
         "members": dict(estimates), "base": getattr(stack, "base", None), "signals": signals,
         "penalty": getattr(stack, "penalty", None)}
     base = getattr(stack, "base", None)
-    if measured.problems and base in estimates:
+    if measured.problems and isinstance(base, str) and base in estimates:
         diagnostics["signal_problems"] = dict(measured.problems)
         warn_missing_signals(measured.problems, f"auto returns its base member {base}'s "
                              "estimate uncorrected (its correction needs every signal)")

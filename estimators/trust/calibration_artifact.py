@@ -520,14 +520,15 @@ def fit_calibration(
     info.setdefault("rows_per_dataset", {str(k): int(c) for k, c in zip(names, counts)})
     info["rows_with_nan_signal"] = int((~_signals_finite(table)).sum())
     info["code_hash"] = code_hash()
+    default: tuple[str, ...] | None
     if auto_default is not None:
-        default: tuple[str, ...] | None = tuple(auto_default)
-        if auto_key(default) not in stacks:
+        named = tuple(auto_default)
+        if auto_key(named) not in stacks:
             raise ValueError(
                 f"The 'auto_default' argument of fit_calibration must be one of the fitted "
-                f"member sets ({'; '.join(stacks) or 'none'}); got "
-                f"{', '.join(default)}."
+                f"member sets ({'; '.join(stacks) or 'none'}); got {', '.join(named)}."
             )
+        default = named
     else:
         default = next((tuple(m) for m in member_sets if auto_key(m) in stacks), None)
     return Calibration(bands, stacks, info, default)
