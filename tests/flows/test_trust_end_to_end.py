@@ -73,17 +73,27 @@ def _fill(db: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return vals
 
 
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory):
+    """The database, filled once for this module's tests."""
+    db = tmp_path_factory.mktemp("trust-e2e") / "bench.duckdb"
+    return db, _fill(db)
+
+
 @pytest.fixture
-def bench(state_home, monkeypatch):
-    """A filled state folder; no calibration chosen, fresh signal memos."""
+def bench(filled, state_home, monkeypatch):
+    """A state folder holding a copy of the database; no calibration chosen, fresh memos."""
+    import shutil
+
     from storage.paths import db_path
 
     monkeypatch.setenv(CALIBRATION_ENV, "")
     monkeypatch.delenv(CALIBRATION_ENV)  # restored (unset) after the test
     monkeypatch.setattr(calibration_artifact, "_ACTIVE", {"path": None, "loaded": None})
     attach_band.forget_signals()
-    vals = _fill(db_path())
-    yield db_path(), vals
+    db_path().parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(filled[0], db_path())
+    yield db_path(), filled[1]
     use_calibration(None)
 
 
@@ -91,8 +101,7 @@ def test_bench_database_to_calibration_report_cli_and_api(bench, tmp_path) -> No
     import flows
     from flows.cli import app
     from storage.paths import calibration_path
-    from tasks.report import write_report
-    from tasks.report import trust_summary, write_closing_report
+    from tasks.report import trust_summary, write_report
 
     db, vals = bench
     runner = CliRunner()
@@ -104,14 +113,6 @@ def test_bench_database_to_calibration_report_cli_and_api(bench, tmp_path) -> No
     assert cal.stale_reason() is None and cal.auto_members() == MEMBERS
     assert cal.source["rows_per_dataset"] == {d: 3 for d in DATASETS}
 
-    # the report over all five datasets has the section, with a row per dataset
-    ref = write_report(db, tmp_path / "reports", "all", publish_artifacts=False,
-                       anchor_plots=False)
-    md = (Path(ref.folder) / "report.md").read_text()
-    assert "## Which estimate to trust" in md and "not measured" not in md
-    auto = pd.read_csv(Path(ref.folder) / "trust_auto.csv")
-    assert set(DATASETS) <= set(auto.dataset) and "auto MAE" in auto.columns
-    assert auto["auto MAE"].notna().all()
     # a suite's report (3 datasets) says in one line why the section is missing
     s1 = [f"{d}.mlp.s0" for d in DATASETS[:3]]
     small = write_report(db, tmp_path / "reports", "s1", publish_artifacts=False,
@@ -121,12 +122,7 @@ def test_bench_database_to_calibration_report_cli_and_api(bench, tmp_path) -> No
             "(d-alpha, d-beta, d-gamma)")
     assert line in (Path(small.folder) / "report.md").read_text()
     assert line in (Path(small.folder) / "mae.txt").read_text()
-    # the bench's closing report covers both suites and prints the section's table
-    closing = write_closing_report(["s1", "s2"], db=db, out_dir=tmp_path / "reports")
-    summary = trust_summary(closing)
-    assert summary.startswith("Which estimate to trust (leave-one-dataset-out")
-    assert all(d in summary for d in DATASETS)
-    assert "Which estimate to trust: not measured" in trust_summary(small)
+    assert trust_summary(small).startswith(line)
 
     # the CLI in a new process would set ALSA_BENCH_CALIBRATION to the state folder's file
     flows.configure_environment()
@@ -159,3 +155,33 @@ def test_bench_database_to_calibration_report_cli_and_api(bench, tmp_path) -> No
     assert mine.coef != shipped.stack_for(MEMBERS).coef
     assert api.accuracy == pytest.approx(float(mine.predict(
         api.diagnostics["signals"], api.diagnostics["members"])[0]), abs=1e-12)
+
+
+def test_a_run_over_several_suites_ends_with_the_trust_section_of_all_of_them(
+    bench, monkeypatch, capsys
+) -> None:
+    """``alsa-bench run`` (``make bench``): each suite's report has 3 datasets or fewer, so the
+    run closes with the report over every suite and prints its trust table."""
+    import types
+
+    import flows.benchmark
+    from flows import cli
+
+    done = types.SimpleNamespace(report=None, outcomes=[], summary=lambda: {})
+    monkeypatch.setattr(flows.benchmark, "benchmark", lambda **kw: done)  # the suites' runs
+    plans = [types.SimpleNamespace(suite=s, datasets=d, backbones=["mlp"], seeds=[0])
+             for s, d in (("s1", DATASETS[:3]), ("s2", DATASETS[3:]))]
+    options = types.SimpleNamespace(flow_kwargs=lambda plan: {}, ablations=False, methods=(),
+                                    method_params=None)
+    cli._run_plans(plans, [], options)
+    out = capsys.readouterr().out
+    assert "Which estimate to trust (leave-one-dataset-out" in out
+    assert all(d in out for d in DATASETS)
+    assert "Report over every suite:" in out
+    # the closing report (every suite, five datasets) has the section, a row per dataset
+    folder = Path(out.split("Report over every suite:")[1].split()[0]).parent
+    assert folder.name == "bench-all"
+    md = (folder / "report.md").read_text()
+    assert "## Which estimate to trust" in md and "not measured" not in md
+    auto = pd.read_csv(folder / "trust_auto.csv")
+    assert set(DATASETS) <= set(auto.dataset) and auto["auto MAE"].notna().all()
