@@ -185,3 +185,22 @@ def test_a_run_over_several_suites_ends_with_the_trust_section_of_all_of_them(
     assert "## Which estimate to trust" in md and "not measured" not in md
     auto = pd.read_csv(folder / "trust_auto.csv")
     assert set(DATASETS) <= set(auto.dataset) and auto["auto MAE"].notna().all()
+
+
+def test_a_closing_report_that_cannot_be_written_says_why_and_fails_no_run(
+    bench, monkeypatch, capsys
+) -> None:
+    import types
+
+    import flows.benchmark
+    from flows import cli
+
+    done = types.SimpleNamespace(report=None, outcomes=[], summary=lambda: {})
+    monkeypatch.setattr(flows.benchmark, "benchmark", lambda **kw: done)
+    plans = [types.SimpleNamespace(suite=s, datasets=["x"], backbones=["mlp"], seeds=[0])
+             for s in ("none-1", "none-2")]
+    options = types.SimpleNamespace(flow_kwargs=lambda plan: {}, ablations=False, methods=(),
+                                    method_params=None)
+    cli._run_plans(plans, [], options)
+    assert ("Report over every suite: not written (The database holds no run of the suites "
+            "none-1, none-2; nothing to report.)") in capsys.readouterr().out
