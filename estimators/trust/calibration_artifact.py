@@ -555,7 +555,9 @@ def leave_one_dataset_out(
     Returns
     -------
     list of dict
-        One record per (row, method): ``row`` (index into ``table``), ``dataset``,
+        One record per (row, method); a row with a NaN signal is scored as a user gets it
+        (``auto``: its base member's estimate; the band: [0, 1]). ``row`` (index into
+        ``table``), ``dataset``,
         ``family``, ``method``, ``estimate``, ``truth``, ``low``, ``high`` (the band at
         ``level``) and, where the table has it, ``sampling_low`` / ``sampling_high``.
     """
@@ -568,10 +570,16 @@ def leave_one_dataset_out(
         sig = {k: v[held] for k, v in table.signals.items()}
         methods: dict[str, NDArray[np.float64]] = {
             m: table.estimates[m][held] for m in table.estimates if m in calibration.bands}
+        # a row with a NaN signal is scored as a user would get it: auto's base member's
+        # estimate uncorrected (auto.py) and the band [0, 1] (attach_band.py)
+        nan_signal = ~_signals_finite(table.subset(held))
         for key, stack in calibration.stacks.items():
-            methods[key] = stack.predict(sig, {m: table.estimates[m][held] for m in stack.members})
+            estimates = {m: table.estimates[m][held] for m in stack.members}
+            methods[key] = np.where(nan_signal, estimates[stack.base],
+                                    stack.predict(sig, estimates))
         for method, est in methods.items():
             low, high = calibration.bands[method].interval(sig, est, level)
+            low, high = np.where(nan_signal, 0.0, low), np.where(nan_signal, 1.0, high)
             s_low, s_high = table.sampling.get(method, (None, None))
             for j, i in enumerate(rows):
                 rec = {"row": int(i), "dataset": str(name), "family": str(table.families[i]),

@@ -182,3 +182,11 @@ def test_a_nan_signal_row_is_left_out_of_the_fit_and_counted() -> None:
     without = fit_calibration(table.subset(np.arange(len(table)) >= 7), member_sets=())
     assert with_nan.source["rows_with_nan_signal"] == 7
     assert with_nan.bands["ac"] == without.bands["ac"]  # the same fit as without those rows
+    # held out, such a row is scored as a user gets it: the band [0, 1], auto's base estimate
+    records = leave_one_dataset_out(holed)
+    first = [r for r in records if r["row"] == 0]
+    assert {(r["low"], r["high"]) for r in first} == {(0.0, 1.0)}
+    auto = next(r for r in first if r["method"].startswith("auto["))
+    assert auto["estimate"] == holed.estimates["alsa-e"][0]
+    later = [r for r in records if r["row"] == 7 and r["method"] == "ac"]
+    assert 0.0 < later[0]["low"] < later[0]["high"] < 1.0
