@@ -52,6 +52,7 @@ from .core.exceptions import (
     FeatureFallbackWarning,
     InertParameterWarning,
     NotFittedError,
+    SignalWarning,
     SmallSampleWarning,
 )
 from .core.registry import (
@@ -104,6 +105,7 @@ __all__ = [
     "Param",
     "ScoreEstimator",
     "ScoreMap",
+    "SignalWarning",
     "SmallSampleWarning",
     "available_estimators",
     "check_estimator_params",

@@ -222,6 +222,11 @@ def _run_plans(plans: Sequence[Any], refreshing: Sequence[str], options: RunOpti
     """The body of ``run`` once the state folder is ours (``--param`` already parsed)."""
     from flows.benchmark import benchmark, print_report
 
+    from flows.params import auto_param_note
+
+    named = auto_param_note(options.method_params or {}, options.methods or ())
+    if named is not None:
+        typer.echo(named)
     for plan in plans:
         typer.echo(
             f"alsa-bench run: suite {plan.suite}, datasets {', '.join(plan.datasets)}, "
@@ -236,6 +241,16 @@ def _run_plans(plans: Sequence[Any], refreshing: Sequence[str], options: RunOpti
         counts = "; ".join(f"{stage} {c['ran']} ran, {c['cached']} cached"
                            for stage, c in result.summary().items())
         typer.echo(f"Suite {plan.suite} finished in {elapsed:.1f} s ({counts}).")
+    if len(plans) > 1:  # the trust section needs datasets from several suites (issue 31)
+        from tasks.report import trust_summary, write_closing_report
+
+        try:
+            closing = write_closing_report([p.suite for p in plans])
+        except ValueError as exc:  # the suites' own reports stand; say why this one is missing
+            typer.echo(f"Report over every suite: not written ({' '.join(str(exc).split())})")
+        else:
+            typer.echo(trust_summary(closing))
+            typer.echo(f"Report over every suite: {Path(closing.folder) / 'report.md'}")
     if not options.ablations:
         return
     for plan in plans:

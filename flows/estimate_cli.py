@@ -273,16 +273,62 @@ def run_estimates(
             results[name] = result
         rows.append(_row(result, true_accuracy))
     if not methods:  # the default: every method, then auto from their estimates
-        from estimators.trust.auto import auto_from_estimates
+        from estimators.trust.auto import auto_default_members, auto_from_estimates
 
-        combined = auto_from_estimates(results, val_logits, val_labels, target_logits,
-                                       level=level)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            combined = auto_from_estimates(results, val_logits, val_labels, target_logits,
+                                           level=level)
+        for w in caught:
+            by_text.setdefault(str(w.message), []).append("auto")
+        default = auto_default_members() or ()
+        left_out = (list(default) if combined is None
+                    else list(combined.diagnostics.get("left_out", [])))
+        if left_out:
+            notes.append("note: " + _auto_left_out(left_out, combined, params, chosen, results))
         if combined is not None:
             rows.append(_row(combined, true_accuracy))
+    else:
+        from flows.params import auto_param_note
+
+        named = auto_param_note(params, chosen)
+        if named is not None:
+            notes.append(named)
     for row in rows:
         row["recommended"] = row["method"] == "auto"
     messages = [*notes, *(f"{', '.join(names)}: {text}" for text, names in by_text.items())]
     return rows, messages
+
+
+def _auto_left_out(left_out: list[str], combined: Any, params: dict[str, dict[str, Any]],
+                   chosen: list[str], results: dict[str, Any]) -> str:
+    """One line: which of auto's default members it combined without, and why."""
+    reasons, missing, fine = [], [], []
+    for m in left_out:
+        if params.get(m):
+            given = ", ".join(f"{m}.{k}={json.dumps(v)}" for k, v in params[m].items())
+            reasons.append(f"{m} ran with --param {given}, and auto's calibration was fit on "
+                           f"{m}'s default-parameter estimates")
+        elif m not in chosen:
+            reasons.append(f"{m} was not run")
+        elif m in results and not math.isfinite(results[m].accuracy):
+            reasons.append(f"{m} returned no estimate")
+        else:
+            fine.append(m)
+            continue
+        missing.append(m)
+    if fine:
+        reasons.append(f"no member set auto is calibrated for holds {', '.join(fine)} without "
+                       f"{', '.join(missing)}")
+    todo = ("drop the --param, or refit auto with it: `alsa-bench run` a benchmark with the "
+            "same --param, then `alsa-bench calibrate`" if any(params.get(m) for m in left_out)
+            else "")
+    if combined is None:
+        head = "auto left out: no member set it is calibrated for is complete"
+    else:
+        head = (f"auto combined {', '.join(combined.params['methods'])} instead of its "
+                f"default members")
+    return f"{head} ({'; '.join(reasons)}){'; ' + todo if todo else ''}."
 
 
 def _row(result: Any, true_accuracy: float | None) -> dict[str, Any]:

@@ -21,12 +21,12 @@ In the benchmark they are part of each estimate's cache key and are stored with 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tasks.methods import check_method_params
 
-__all__ = ["check_method_params", "parse_param_options"]
+__all__ = ["auto_param_note", "check_method_params", "parse_param_options"]
 
 
 def _value(text: str) -> Any:
@@ -74,3 +74,28 @@ def parse_param_options(options: Iterable[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def auto_param_note(params: Mapping[str, Mapping[str, Any]],
+                    methods: Iterable[str]) -> str | None:
+    """The ``note:`` line for a named ``auto`` beside a ``--param`` on one of its members.
+
+    ``auto`` runs its members with default parameters (its calibration was fit on those), so a
+    ``--param`` on ``alsa-e`` reaches the ``alsa-e`` row only; this says so instead of letting the
+    two disagree without a word. None when ``auto`` is not named or no member is tuned.
+
+    >>> auto_param_note({"alsa-e": {"n_anchors": 40}}, ["auto", "alsa-e"])[:60]
+    'note: auto ran its members with default parameters (its cali'
+    """
+    if "auto" not in methods:
+        return None
+    from estimators.trust.auto import Auto
+
+    try:
+        members = set(Auto(**params.get("auto", {})).members())
+    except ValueError:
+        return None
+    tuned = sorted(m for m in params if params[m] and m in members)
+    if not tuned:
+        return None
+    return (f"note: auto ran its members with default parameters (its calibration was fit on "
+            f"those): --param on {', '.join(tuned)} reached only the "
+            f"{'method' if len(tuned) == 1 else 'methods'} of that name, not auto's members.")

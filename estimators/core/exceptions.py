@@ -34,3 +34,8 @@ class FeatureFallbackWarning(UserWarning):
 class CalibrationWarning(UserWarning):
     """The calibration file that was named (``ALSA_BENCH_CALIBRATION``) is missing or damaged;
     the shift bands and ``auto`` use the shipped calibration instead."""
+
+
+class SignalWarning(UserWarning):
+    """A label-free signal of the shift band or ``auto`` could not be computed (it is NaN, never
+    a stand-in number); the message names the signal, why, and what the band or ``auto`` did."""

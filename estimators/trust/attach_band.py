@@ -21,18 +21,20 @@ from __future__ import annotations
 
 import hashlib
 import math
+import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..core.band_slot import BandRequest
+from ..core.exceptions import SignalWarning
 from .calibration_artifact import active_calibration
-from .shift_signals import ShiftSignals
+from .shift_signals import ShiftSignals, SignalValues
 
-__all__ = ["fitted_signals", "forget_signals", "shift_band"]
+__all__ = ["fitted_signals", "forget_signals", "shift_band", "warn_missing_signals"]
 
 
 def _digest(*arrays: NDArray[Any]) -> tuple[Any, ...]:
@@ -106,6 +108,14 @@ def fitted_signals(val_logits: NDArray[Any], val_labels: NDArray[np.int64]) -> S
     return signals
 
 
+def warn_missing_signals(problems: Mapping[str, str], consequence: str) -> None:
+    """Warn (:class:`~estimators.core.exceptions.SignalWarning`) that signals are NaN, why, and
+    what follows for the caller (``consequence``)."""
+    reasons = "; ".join(f"{name}: {why}" for name, why in problems.items())
+    warnings.warn(f"A label-free signal is NaN ({reasons}); {consequence}.", SignalWarning,
+                  stacklevel=3)
+
+
 def shift_band(request: BandRequest) -> tuple[float, float]:
     """The shift-aware band of one estimate (what ``result.shift_interval`` reads).
 
@@ -115,6 +125,8 @@ def shift_band(request: BandRequest) -> tuple[float, float]:
         ``(low, high)`` at ``request.level``, widened to contain ``request.interval``;
         ``(nan, nan)`` where the active calibration has no band for ``request.key`` or the
         estimate is not finite (a score without a map). No signal is computed then.
+        ``(0, 1)`` where a signal the band reads is NaN (never filled in by a number), with a
+        :class:`~estimators.core.exceptions.SignalWarning` naming it.
 
     Warns
     -----
@@ -131,12 +143,16 @@ def shift_band(request: BandRequest) -> tuple[float, float]:
     signals = fitted_signals(request.val_logits, request.val_labels)
     target = request.target_logits
     key = (*_fit_key(request.val_logits, request.val_labels), *_content(target))
-    values = _TARGETS.get(key, lambda: signals.transform(
-        np.asarray(target, dtype=np.float64)).to_record())
-    low_arr, high_arr = model.interval(values, request.accuracy, request.level)
+    measured: SignalValues = _TARGETS.get(key, lambda: signals.transform(
+        np.asarray(target, dtype=np.float64)))
+    low_arr, high_arr = model.interval(measured.to_record(), request.accuracy, request.level)
     low, high = float(low_arr[0]), float(high_arr[0])
     if not (math.isfinite(low) and math.isfinite(high)):
-        return (math.nan, math.nan)
+        if not measured.problems:
+            return (math.nan, math.nan)
+        warn_missing_signals(measured.problems, "the shift band is [0, 1]: without that "
+                             "signal nothing narrower is known to hold")
+        return (0.0, 1.0)
     interval = request.interval
     if math.isfinite(interval[0]) and math.isfinite(interval[1]):
         low, high = min(low, interval[0]), max(high, interval[1])

@@ -18,6 +18,7 @@ the others and measures the band's coverage and width and ``auto``'s error on th
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import math
@@ -37,9 +38,10 @@ from .shift_signals import PANEL
 from .stacking import StackModel, fit_stack
 
 __all__ = [
-    "AUTO_MEMBER_SETS", "CALIBRATION_ENV", "CALIBRATION_FORMAT", "Calibration",
-    "CalibrationTable", "SHIPPED_CALIBRATION", "active_calibration", "auto_key",
-    "fit_calibration", "leave_one_dataset_out", "load_calibration", "use_calibration",
+    "AUTO_MEMBER_SETS", "CALIBRATION_CODE", "CALIBRATION_ENV", "CALIBRATION_FORMAT",
+    "Calibration", "CalibrationTable", "REFIT_COMMAND", "SHIPPED_CALIBRATION",
+    "active_calibration", "auto_key", "calibration_code_files", "code_hash", "fit_calibration",
+    "leave_one_dataset_out", "load_calibration", "use_calibration",
 ]
 
 CALIBRATION_FORMAT = "alsa-bench-calibration/1"
@@ -54,6 +56,84 @@ AUTO_MEMBER_SETS: tuple[tuple[str, ...], ...] = (
     ("ac", "doc", "im", "atc-mc", "atc-ne", "alsa-g", "alsa-e"),
     PANEL,
 )
+
+
+#: The command that refits the shipped calibration from ``make bench``'s database (the Makefile's
+#: ``calibration`` target runs it).
+REFIT_COMMAND = ("alsa-bench calibrate --db .alsa-bench/bench.duckdb "
+                 "--out estimators/trust/data/calibration.json")
+#: The code a calibration's :func:`code_hash` covers, as glob patterns relative to the
+#: repository root: every module that turns a benchmark database into the artifact. That is the
+#: reading of the database's rows (``tasks/report/trust_*.py``), the label-free signals and the
+#: maths under them (``shift_signals`` with the temperature, confidence and label-shift maths),
+#: and every fit of the trust layer (``estimators/trust/*.py``: the bands, the stacks, this
+#: module, and any model a later fit adds there). Left out: the modules that only *use* an
+#: artifact (``auto.py``, ``attach_band.py``, the package ``__init__``) and the methods whose
+#: estimates the database holds (their code is the database's, recorded with every row).
+CALIBRATION_CODE: tuple[str, ...] = (
+    "estimators/trust/*.py",
+    "estimators/maths/label_shift.py",
+    "estimators/maths/temperature.py",
+    "estimators/maths/confidence.py",
+    "tasks/report/trust_*.py",
+)
+#: Files matched by :data:`CALIBRATION_CODE` that only read an artifact.
+_NOT_CALIBRATION_CODE = frozenset({"estimators/trust/__init__.py", "estimators/trust/auto.py",
+                                   "estimators/trust/attach_band.py"})
+#: The repository root (the folder holding ``estimators/``).
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def calibration_code_files(root: str | os.PathLike[str] | None = None) -> list[str]:
+    """The files :func:`code_hash` covers (:data:`CALIBRATION_CODE`), relative to ``root``."""
+    base = _ROOT if root is None else Path(root)
+    found: set[str] = set()
+    for pattern in CALIBRATION_CODE:
+        matched = [p.relative_to(base).as_posix() for p in base.glob(pattern) if p.is_file()]
+        if not matched:
+            raise FileNotFoundError(
+                f"code_hash: no file under {str(base)!r} matches {pattern!r} "
+                f"(CALIBRATION_CODE); the calibration code is not all there."
+            )
+        found.update(matched)
+    return sorted(found - _NOT_CALIBRATION_CODE)
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def code_hash(root: str | os.PathLike[str] | None = None) -> str:
+    """SHA-256 of the code that fits a calibration (:data:`CALIBRATION_CODE`).
+
+    Each file counts by its syntax tree without docstrings or comments
+    (:func:`ast.dump`), so editing a docstring, a comment or the layout keeps a calibration
+    current, while any change of what the code computes makes it stale. :func:`fit_calibration`
+    records it in the artifact (``source["code_hash"]``); a test compares the shipped artifact's
+    with the code's.
+
+    Parameters
+    ----------
+    root : path, optional
+        The repository root (default: the one holding this package).
+
+    Returns
+    -------
+    str
+        64 hexadecimal digits.
+    """
+    base = _ROOT if root is None else Path(root)
+    digest = hashlib.sha256()
+    for name in calibration_code_files(base):
+        tree = _without_docstrings(ast.parse((base / name).read_text(), filename=name))
+        digest.update(name.encode() + b"\0" + ast.dump(tree).encode() + b"\0")
+    return digest.hexdigest()
 
 
 def auto_key(members: Sequence[str]) -> str:
@@ -123,17 +203,65 @@ class Calibration:
     stacks : Mapping[str, StackModel]
         Keyed by :func:`auto_key`.
     source : Mapping[str, Any]
-        Provenance: database, commit, rows per dataset, rows excluded and why.
+        Provenance: database, commit, ``code_hash`` (:func:`code_hash` of the code that fit it),
+        rows per dataset, rows excluded and why.
+    auto_default : tuple of str, optional
+        The members ``auto`` runs when it is not told which (``Auto(methods=None)``, the CLI):
+        the members of the combination the fit chose. None (an artifact that does not say):
+        the members of the largest combination.
     """
 
     bands: Mapping[str, BandModel]
     stacks: Mapping[str, StackModel]
     source: Mapping[str, Any] = field(default_factory=dict)
+    auto_default: tuple[str, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": CALIBRATION_FORMAT, "source": dict(self.source),
-                "bands": {k: b.to_dict() for k, b in sorted(self.bands.items())},
-                "stacks": {k: s.to_dict() for k, s in sorted(self.stacks.items())}}
+        out = {"format": CALIBRATION_FORMAT, "source": dict(self.source),
+               "bands": {k: b.to_dict() for k, b in sorted(self.bands.items())},
+               "stacks": {k: s.to_dict() for k, s in sorted(self.stacks.items())}}
+        if self.auto_default is not None:
+            out["auto_default"] = list(self.auto_default)
+        return out
+
+    def auto_members(self) -> tuple[str, ...]:
+        """The members ``auto`` runs by default: :attr:`auto_default`, else the largest
+        combination's (the artifact names them; no list in the code does).
+
+        Raises
+        ------
+        ValueError
+            If the artifact holds no combination for ``auto``.
+        """
+        if self.auto_default is not None:
+            return self.stack_for(self.auto_default).members
+        if not self.stacks:
+            raise ValueError("This calibration holds no combination for auto (its 'stacks' are "
+                             "empty); refit it with `alsa-bench calibrate --db PATH`.")
+        return max(self.stacks.values(), key=lambda s: len(s.members)).members
+
+    def auto_member_sets(self) -> list[tuple[str, ...]]:
+        """Every member set ``auto`` is calibrated for: the default first, then by size."""
+        sets = sorted((s.members for s in self.stacks.values()), key=len, reverse=True)
+        if not sets:
+            return []
+        default = self.auto_members()
+        return [default, *(m for m in sets if set(m) != set(default))]
+
+    def stale_reason(self, root: str | os.PathLike[str] | None = None) -> str | None:
+        """Why this calibration no longer matches the code that would fit it, or None.
+
+        Compares ``source["code_hash"]`` with :func:`code_hash` of the code at ``root``.
+        """
+        recorded = self.source.get("code_hash")
+        if not recorded:
+            return ("it records no code_hash: it was fit by code older than the hash "
+                    "(estimators/trust/calibration_artifact.py, CALIBRATION_CODE)")
+        now = code_hash(root)
+        if recorded != now:
+            return (f"it was fit by code {str(recorded)[:12]}, and the calibration code "
+                    f"(CALIBRATION_CODE) is now {now[:12]}")
+        return None
 
     def digest(self) -> str:
         """SHA-256 of the canonical JSON (what a cache key of the estimates includes)."""
@@ -164,7 +292,14 @@ class Calibration:
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{where} is damaged ({exc}); refit it with `alsa-bench "
                              f"calibrate --db PATH`.") from None
-        return cls(bands, stacks, dict(data.get("source", {})))
+        default = data.get("auto_default")
+        if default is not None and (isinstance(default, str) or not all(
+                isinstance(m, str) for m in default)):
+            raise ValueError(f"{where} is damaged (its 'auto_default' must be a list of method "
+                             f"keys; got {default!r}); refit it with `alsa-bench calibrate "
+                             f"--db PATH`.")
+        return cls(bands, stacks, dict(data.get("source", {})),
+                   None if default is None else tuple(default))
 
     def stack_for(self, members: Sequence[str]) -> StackModel:
         """The combination over ``members`` (raises naming the calibrated sets)."""
@@ -252,14 +387,32 @@ def _fall_back(path: Path, source: str, problem: str) -> None:
     )
 
 
+def _warn_if_stale(path: Path, source: str, calibration: Calibration) -> None:
+    """Warn once per file that a chosen calibration was fit by other calibration code."""
+    key = (str(path), "stale")
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    try:
+        reason = calibration.stale_reason()
+    except FileNotFoundError:  # the calibration code is not all installed: nothing to compare
+        return
+    if reason is not None:
+        warnings.warn(
+            f"The calibration file {str(path)!r} named by {source} is used, but {reason}; its "
+            f"signals may no longer mean what this code computes. Refit it with `alsa-bench "
+            f"calibrate --db PATH`.", CalibrationWarning, stacklevel=3)
+
+
 def active_calibration() -> Calibration | None:
     """The calibration in use (cached per file and modification time), or None.
 
     The chosen file (:func:`use_calibration`, else ``ALSA_BENCH_CALIBRATION``), else the shipped
     one. A chosen file that is missing or damaged does not stop anything: the shipped
     calibration is used, with one :class:`~estimators.core.exceptions.CalibrationWarning` per
-    file that says what is wrong and what to do. Only the bands and ``auto`` read it, and only
-    when asked for (plain methods never do).
+    file that says what is wrong and what to do. A chosen file fit by other calibration code
+    (:meth:`Calibration.stale_reason`) is used, with one such warning that says so. Only the
+    bands and ``auto`` read it, and only when asked for (plain methods never do).
     """
     chosen = _chosen_path()
     if chosen is not None:
@@ -268,9 +421,12 @@ def active_calibration() -> Calibration | None:
             _fall_back(path, source, "does not exist")
         else:
             try:
-                return _load_cached(path)
+                loaded = _load_cached(path)
             except (OSError, ValueError) as exc:
                 _fall_back(path, source, f"cannot be read ({exc})")
+            else:
+                _warn_if_stale(path, source, loaded)
+                return loaded
     if not SHIPPED_CALIBRATION.exists():
         return None
     return _load_cached(SHIPPED_CALIBRATION)
@@ -278,9 +434,18 @@ def active_calibration() -> Calibration | None:
 
 # --------------------------------------------------------------------------- fitting
 def _finite(table: CalibrationTable, names: Sequence[str]) -> NDArray[np.bool_]:
-    ok = np.isfinite(table.truth)
+    ok = np.isfinite(table.truth) & _signals_finite(table)
     for name in names:
         ok &= np.isfinite(table.estimates[name])
+    return ok
+
+
+def _signals_finite(table: CalibrationTable) -> NDArray[np.bool_]:
+    """Rows whose every signal is a number (a NaN signal is never filled in: the row is left
+    out of the fit, and :func:`fit_calibration` counts it in the artifact)."""
+    ok = np.ones(len(table), bool)
+    for values in table.signals.values():
+        ok &= np.isfinite(values)
     return ok
 
 
@@ -301,8 +466,12 @@ def fit_calibration(
     *,
     member_sets: Sequence[Sequence[str]] = AUTO_MEMBER_SETS,
     source: Mapping[str, Any] | None = None,
+    auto_default: Sequence[str] | None = None,
 ) -> Calibration:
     """Fit every method's band and ``auto``'s combinations (and their bands) on ``table``.
+
+    Rows with a NaN signal are left out of every fit (never filled in) and counted in
+    ``source["rows_with_nan_signal"]``; ``source["code_hash"]`` records :func:`code_hash`.
 
     ``auto``'s band is fit on its out-of-fold predictions (each dataset's from a combination
     fit without it), so that its width reflects the error of a combination that has not seen
@@ -318,6 +487,9 @@ def fit_calibration(
         skipped.
     source : Mapping, optional
         Provenance recorded in the artifact.
+    auto_default : sequence of str, optional
+        The members ``auto`` runs by default (:attr:`Calibration.auto_default`); one of the
+        fitted sets. None: the first set of ``member_sets`` that was fitted.
     """
     n_groups = len(np.unique(table.groups))
     if n_groups < 3:
@@ -346,7 +518,20 @@ def fit_calibration(
     names, counts = np.unique(table.groups, return_counts=True)
     info.setdefault("rows", int(len(table)))
     info.setdefault("rows_per_dataset", {str(k): int(c) for k, c in zip(names, counts)})
-    return Calibration(bands, stacks, info)
+    info["rows_with_nan_signal"] = int((~_signals_finite(table)).sum())
+    info["code_hash"] = code_hash()
+    default: tuple[str, ...] | None
+    if auto_default is not None:
+        named = tuple(auto_default)
+        if auto_key(named) not in stacks:
+            raise ValueError(
+                f"The 'auto_default' argument of fit_calibration must be one of the fitted "
+                f"member sets ({'; '.join(stacks) or 'none'}); got {', '.join(named)}."
+            )
+        default = named
+    else:
+        default = next((tuple(m) for m in member_sets if auto_key(m) in stacks), None)
+    return Calibration(bands, stacks, info, default)
 
 
 def leave_one_dataset_out(
@@ -370,7 +555,9 @@ def leave_one_dataset_out(
     Returns
     -------
     list of dict
-        One record per (row, method): ``row`` (index into ``table``), ``dataset``,
+        One record per (row, method); a row with a NaN signal is scored as a user gets it
+        (``auto``: its base member's estimate; the band: [0, 1]). ``row`` (index into
+        ``table``), ``dataset``,
         ``family``, ``method``, ``estimate``, ``truth``, ``low``, ``high`` (the band at
         ``level``) and, where the table has it, ``sampling_low`` / ``sampling_high``.
     """
@@ -383,10 +570,16 @@ def leave_one_dataset_out(
         sig = {k: v[held] for k, v in table.signals.items()}
         methods: dict[str, NDArray[np.float64]] = {
             m: table.estimates[m][held] for m in table.estimates if m in calibration.bands}
+        # a row with a NaN signal is scored as a user would get it: auto's base member's
+        # estimate uncorrected (auto.py) and the band [0, 1] (attach_band.py)
+        nan_signal = ~_signals_finite(table.subset(held))
         for key, stack in calibration.stacks.items():
-            methods[key] = stack.predict(sig, {m: table.estimates[m][held] for m in stack.members})
+            estimates = {m: table.estimates[m][held] for m in stack.members}
+            methods[key] = np.where(nan_signal, estimates[stack.base],
+                                    stack.predict(sig, estimates))
         for method, est in methods.items():
             low, high = calibration.bands[method].interval(sig, est, level)
+            low, high = np.where(nan_signal, 0.0, low), np.where(nan_signal, 1.0, high)
             s_low, s_high = table.sampling.get(method, (None, None))
             for j, i in enumerate(rows):
                 rec = {"row": int(i), "dataset": str(name), "family": str(table.families[i]),

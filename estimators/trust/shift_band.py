@@ -116,7 +116,8 @@ def band_features(
     inv = 1.0 / np.maximum(_column(signals, "n_target"), 1.0) + 1.0 / np.maximum(
         _column(signals, "n_val"), 1.0)
     sampling = np.sqrt(a * (1.0 - a) * inv)
-    features = np.where(np.isfinite(features), features, 0.0)
+    # a NaN signal stays NaN (a 0 would narrow the band without a word): that row's band is
+    # NaN, and the caller says which signal is missing (attach_band.shift_band, auto)
     return features, sampling
 
 

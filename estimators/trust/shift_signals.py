@@ -14,7 +14,7 @@ band (:mod:`estimators.trust.shift_band`) and of the ``auto`` estimator (:mod:`e
 * ``label_shift_z``, the z-score of the label-shift test
   (:func:`~estimators.maths.label_shift.label_shift_test`) at the EM label marginal, clipped to
   :data:`Z_CLIP`: about 0 when the target is the validation set up to a change of the class
-  proportions, large under any other shift;
+  proportions, large under any other shift (NaN where the test is undefined);
 * ``panel_spread`` and ``panel_std``, the range and standard deviation of the estimates of a
   fixed cheap panel (:data:`PANEL`: AC, DoC, ATC-MC, ATC-NE, IM, all with the defaults) — the
   methods disagree more where the error is larger;
@@ -22,6 +22,12 @@ band (:mod:`estimators.trust.shift_band`) and of the ``auto`` estimator (:mod:`e
 
 The panel is fixed (not "whichever methods the user ran") so that a signal means the same
 thing in a single estimator's band, in the CLI and in the benchmark that calibrates it.
+
+A signal that cannot be computed (the label-shift test on a degenerate validation set, a panel
+method without an estimate) is NaN, never a stand-in number, and
+:attr:`SignalValues.problems` says which and why; the band and ``auto`` report it
+(:mod:`estimators.trust.attach_band`, :mod:`estimators.trust.auto`) and a calibration leaves
+such rows out of its fit.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Self
 
 import numpy as np
@@ -45,7 +51,8 @@ __all__ = ["PANEL", "SIGNAL_NAMES", "Z_CLIP", "ShiftSignals", "SignalValues"]
 
 #: The cheap, deterministic methods whose estimates every signal set carries.
 PANEL: tuple[str, ...] = ("ac", "doc", "atc-mc", "atc-ne", "im")
-#: Bound of the label-shift z-score kept as a signal (larger values say nothing more).
+#: Bound of the label-shift z-score kept as a signal (larger finite values say nothing more; a
+#: NaN z-score stays NaN).
 Z_CLIP = 1000.0
 #: EM iterations for the label marginal behind ``label_shift_z`` (bounds its cost on large
 #: targets with many classes; the z-score needs the marginal only roughly).
@@ -67,10 +74,14 @@ class SignalValues:
         One number per name of :data:`SIGNAL_NAMES`.
     panel : Mapping[str, float]
         The estimate of each method of :data:`PANEL`.
+    problems : Mapping[str, str]
+        Each signal (or ``panel_<method>``) that is NaN, with the reason; empty when every
+        signal is a number.
     """
 
     values: Mapping[str, float]
     panel: Mapping[str, float]
+    problems: Mapping[str, str] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> float:
         return float(self.values[name])
@@ -171,8 +182,20 @@ class ShiftSignals:
                     else float(est._estimate(logits)[0])
             q, _ = em_label_marginal(probs, self.stats_.prior, max_iter=EM_ITERATIONS)
             z = float(label_shift_test(probs, q, self.stats_).z)
-        z = float(np.clip(z if math.isfinite(z) else Z_CLIP, -Z_CLIP, Z_CLIP))
+        problems: dict[str, str] = {
+            f"panel_{name}": f"{name} returned no estimate for this target"
+            for name, value in panel.items() if not math.isfinite(value)}
+        if math.isnan(z):
+            problems["label_shift_z"] = (
+                "the label-shift test is undefined here (its variance is zero or not a number: "
+                "a validation set with too few rows per class, or a constant prediction)")
+        else:
+            z = float(np.clip(z, -Z_CLIP, Z_CLIP))
         values = np.array(list(panel.values()), dtype=np.float64)
+        if not np.all(np.isfinite(values)):
+            reason = "a panel method returned no estimate (" + ", ".join(
+                k for k in problems if k.startswith("panel_")) + ")"
+            problems["panel_spread"] = problems["panel_std"] = reason
         return SignalValues(
             values={
                 "val_accuracy": self.val_accuracy_,
@@ -187,4 +210,5 @@ class ShiftSignals:
                 "panel_std": float(values.std()),
             },
             panel=panel,
+            problems=problems,
         )

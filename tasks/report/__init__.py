@@ -65,6 +65,7 @@ from tasks.runtime.refs import ReportRef
 
 __all__ = [
     "ALL_FAMILIES",
+    "CLOSING_REPORT",
     "FAMILY_DISPLAY_ORDER",
     "FINGERPRINT_FILE",
     "REQUIRED_COLUMNS",
@@ -72,6 +73,8 @@ __all__ = [
     "TEMPORAL_FAMILY",
     "artifact_key",
     "build_report_tables",
+    "trust_summary",
+    "write_closing_report",
     "coverage_long",
     "family_order",
     "format_mae_text",
@@ -191,7 +194,7 @@ def write_report(
             tables["per_class_mae"] = per_class
             tables["per_class_table"] = per_class_wide(per_class)
         anchor_figs = anchor_figures(con, tables["rows"]) if anchor_plots else []
-        trust = _trust_tables(con, tables["rows"]["run_key"].unique().tolist())
+        trust, trust_missing = _trust_tables(con, tables["rows"]["run_key"].unique().tolist())
         cot = _cot_metrics(con, tables["rows"], scores)
         provenance = run_provenance(con, tables["rows"]["run_key"].unique().tolist())
     from tasks.report.features import feature_comparison
@@ -225,7 +228,9 @@ def write_report(
         tables["score_correlation"].to_csv(folder / "score_correlation.csv", index=False)
     synthetic = _synthetic_datasets(db, tables["rows"]["dataset"].astype(str).unique().tolist())
     banner = f"{BANNER.strip('*')}\n" if synthetic else ""
-    (folder / "mae.txt").write_text(banner + format_mae_text(tables) + "\n", encoding="utf-8")
+    trust_line = "" if trust_missing is None else f"\n{trust_missing}\n"
+    (folder / "mae.txt").write_text(banner + format_mae_text(tables) + "\n" + trust_line,
+                                    encoding="utf-8")
     if trust is not None:
         trust["auto"].to_csv(folder / "trust_auto.csv", index=False)
         trust["band"].to_csv(folder / "band.csv", index=False)
@@ -266,6 +271,8 @@ def write_report(
         from tasks.report.trust_calibration import trust_markdown
 
         md = md.rstrip("\n") + "\n\n" + trust_markdown(trust)
+    elif trust_missing is not None:
+        md = md.rstrip("\n") + "\n\n## Which estimate to trust\n\n" + trust_missing + "\n"
     if features is not None:
         from tasks.report.features import feature_markdown
 
@@ -299,21 +306,36 @@ def _cot_metrics(con: Any, rows: pd.DataFrame, scores: Sequence[str]) -> pd.Data
     return cot_metrics(cot_quantities(rows, mapped))
 
 
-def _trust_tables(con: Any, run_keys: Sequence[str]) -> dict[str, pd.DataFrame] | None:
-    """The "Which estimate to trust" tables over these runs (leave-one-dataset-out), or None
-    where they cannot be measured (fewer than 3 datasets with every label-free method)."""
+#: Datasets the "Which estimate to trust" section needs (leave-one-dataset-out of a fit that
+#: itself chooses its penalty leave-one-dataset-out).
+TRUST_MIN_DATASETS = 4
+
+
+def _trust_tables(
+    con: Any, run_keys: Sequence[str]
+) -> tuple[dict[str, pd.DataFrame] | None, str | None]:
+    """The "Which estimate to trust" tables over these runs (leave-one-dataset-out), or None and
+    the one line that says why they are not measured (never dropped without a word)."""
     import numpy as np
 
     from tasks.report.trust_calibration import calibration_table, trust_tables
 
+    head = "Which estimate to trust: not measured in this report"
+    later = ("`alsa-bench run` over several suites (make bench) ends with a report over all "
+             "of them (`bench-all`), and `alsa-bench report --to-docs` measures it over "
+             "every suite")
     try:
         table, keys = calibration_table(con)
-    except ValueError:
-        return None
+    except ValueError as exc:
+        return None, f"{head}: {' '.join(str(exc).split())} ({later})."
     table = table.subset(keys["run_key"].isin(set(run_keys)).to_numpy())
-    if len(np.unique(table.groups)) < 4:
-        return None
-    return trust_tables(table)
+    names = sorted(np.unique(table.groups).tolist())
+    if len(names) < TRUST_MIN_DATASETS:
+        held = f"{len(names)} ({', '.join(names)})" if names else "none"
+        return None, (f"{head}: it needs target splits from at least {TRUST_MIN_DATASETS} "
+                      f"datasets with every label-free method's estimate, and this report "
+                      f"has {held}; {later}.")
+    return trust_tables(table), None
 
 
 def _synthetic_datasets(db: str | Path | None, datasets: Sequence[str]) -> list[str]:
@@ -368,3 +390,65 @@ def _select(
             "No estimates to report: the report_rows view is empty. Run `alsa-bench run` first."
         )
     return out
+
+
+# --------------------------------------------------------------------------- the closing report
+# Each suite's report measures "Which estimate to trust" only where it holds at least
+# TRUST_MIN_DATASETS datasets, and a suite of ``make bench`` has three or fewer: ``alsa-bench
+# run`` over several suites therefore ends with one report over all of them, whose section the
+# terminal shows (trust_summary).
+#: Folder name (under the reports folder) of the report over every suite of a run.
+CLOSING_REPORT = "bench-all"
+
+
+def write_closing_report(
+    suites: Sequence[str],
+    *,
+    db: str | Path | None = None,
+    out_dir: str | Path | None = None,
+) -> ReportRef:
+    """Write the report over every run of ``suites`` (``<reports>/bench-all/``).
+
+    Parameters
+    ----------
+    suites : sequence of str
+        The suites of the run (at least one).
+    db, out_dir : path, optional
+        As :func:`tasks.report.write_report`.
+
+    Raises
+    ------
+    ValueError
+        If ``suites`` is empty or the database holds no run of them.
+    """
+    from storage.db import connect
+    from storage.estimates import read_report_rows
+
+    if not suites:
+        raise ValueError("The 'suites' argument of write_closing_report must name at least one "
+                         "suite; got none.")
+    with connect(db, read_only=True) as con:
+        rows = read_report_rows(con)
+    keys = sorted(rows.loc[rows["suite"].isin(list(suites)), "run_key"].unique().tolist())
+    if not keys:
+        raise ValueError(f"The database holds no run of the suites {', '.join(suites)}; "
+                         f"nothing to report.")
+    return write_report(db, out_dir, CLOSING_REPORT, publish_artifacts=False, run_keys=keys,
+                        title=f"alsa-bench report: {', '.join(suites)} together",
+                        anchor_plots=False)
+
+
+def trust_summary(report: ReportRef) -> str:
+    """The terminal's lines of a report's "Which estimate to trust": ``auto`` against the best
+    single method per dataset (``trust_auto.csv``), or the line saying why it is not measured."""
+    folder = Path(report.folder)
+    table = folder / "trust_auto.csv"
+    if table.is_file():
+        auto = pd.read_csv(table)
+        text = auto.to_string(index=False, float_format=lambda v: f"{v:.2f}")
+        return ("Which estimate to trust (leave-one-dataset-out, MAE in pp; report.md has the "
+                f"band):\n{text}")
+    for line in (folder / "mae.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("Which estimate to trust"):
+            return line
+    return "Which estimate to trust: not measured (no trust table in this report)."

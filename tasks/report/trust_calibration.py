@@ -3,8 +3,8 @@
 :func:`calibration_table` reads every target split of a database, with each method's estimate,
 its true accuracy and the label-free signals recomputed from the stored logits (the same
 :class:`~estimators.trust.shift_signals.ShiftSignals` a user's ``estimate`` call computes).
-:func:`calibrate_database` fits the artifact (``alsa-bench calibrate``; the shipped one is fit by
-``make calibration`` from ``make bench``'s database), and :func:`trust_tables` the
+:func:`calibrate_database` fits the artifact (``alsa-bench calibrate``; the shipped one by
+:data:`~estimators.trust.calibration_artifact.REFIT_COMMAND`), and :func:`trust_tables` the
 leave-one-dataset-out evidence of the report's "Which estimate to trust" section.
 """
 

@@ -3,15 +3,32 @@ the ridge combination's penalty choice."""
 
 from __future__ import annotations
 
+import math
+import types
 import warnings
 
 import numpy as np
 import pytest
+from sklearn.linear_model import Ridge
 
-from estimators import available_estimators, get_estimator
+from estimators import ConvergenceWarning, SignalWarning, available_estimators, get_estimator
+from estimators.trust import attach_band, calibration_artifact, shift_signals
 from estimators.trust.auto import Auto, auto_from_estimates
-from estimators.trust.calibration_artifact import PANEL
+from estimators.trust.calibration_artifact import (
+    PANEL,
+    CalibrationTable,
+    fit_calibration,
+    use_calibration,
+)
 from estimators.trust.stacking import LAMBDAS, fit_stack, stack_features
+
+
+@pytest.fixture(autouse=True)
+def _no_memo():
+    """Each test computes its own signals (the band's memo is keyed by array content)."""
+    attach_band.forget_signals()
+    yield
+    attach_band.forget_signals()
 
 
 def _data(c: int, n: int = 2000, seed: int = 0):
@@ -67,6 +84,112 @@ def test_auto_is_opt_in() -> None:
     assert "auto" in available_estimators(include_opt_in=True)
 
 
+def _calibration_over(member_sets, default, rng_seed: int = 0):
+    """A calibration fit on synthetic rows (4 datasets) for ``member_sets``."""
+    rng = np.random.default_rng(rng_seed)
+    n = 240
+    drop = np.abs(rng.normal(0.0, 0.08, n))
+    sig = {"val_accuracy": np.full(n, 0.9), "n_val": np.full(n, 2000.0),
+           "n_target": np.full(n, 1000.0), "n_classes": np.full(n, 4.0),
+           "confidence_drop": drop, "entropy_rise": drop, "prediction_shift": drop / 2,
+           "panel_spread": drop / 3, "panel_std": drop / 8, "label_shift_z": drop * 50,
+           **{f"panel_{m}": 0.9 - drop for m in PANEL}}
+    names = sorted({m for s in member_sets for m in s})
+    est = {m: 0.9 - drop * (1 + 0.05 * i) for i, m in enumerate(names)}
+    truth = 0.9 - 1.2 * drop + rng.normal(0, 0.01, n)
+    table = CalibrationTable(np.repeat(["a", "b", "c", "d"], n // 4), np.full(n, "f"), truth,
+                             sig, est)
+    return fit_calibration(table, member_sets=member_sets, auto_default=default)
+
+
+@pytest.fixture
+def own_calibration(tmp_path, monkeypatch):
+    """Use a calibration whose default member set is three softmax methods."""
+    monkeypatch.setattr(calibration_artifact, "_ACTIVE", {"path": None, "loaded": None})
+    small = ("ac", "doc", "atc-mc")
+    cal = _calibration_over([PANEL, small], default=small)
+    use_calibration(cal.save(tmp_path / "calibration.json"))
+    yield small
+    use_calibration(None)
+
+
+def test_auto_runs_only_the_members_the_calibration_names(own_calibration) -> None:
+    x, y, t = _data(3, n=900)
+    est = Auto().fit(x, y)
+    assert tuple(est.members_) == own_calibration  # nothing else is fitted or run
+    result = est.estimate(t)
+    assert tuple(result.diagnostics["members"]) == own_calibration
+    assert result.diagnostics["calibration"].endswith("calibration.json")
+    assert tuple(Auto(methods=list(PANEL)).fit(x, y).members_) == PANEL  # the other set
+    with pytest.raises(ValueError, match="member set the calibration was fit for"):
+        Auto(methods=["ac", "doc"]).fit(x, y)
+
+
+def test_the_artifact_names_auto_default_members_and_round_trips_them(tmp_path) -> None:
+    cal = _calibration_over([PANEL, ("ac", "doc", "atc-mc")], default=None)
+    assert cal.auto_members() == PANEL  # the first fitted set, when not named
+    back = calibration_artifact.load_calibration(cal.save(tmp_path / "c.json"))
+    assert back.auto_default == PANEL and back.auto_members() == PANEL
+    legacy = back.to_dict()
+    del legacy["auto_default"]  # an artifact that does not say: its largest combination
+    assert calibration_artifact.Calibration.from_dict(legacy).auto_members() == PANEL
+    with pytest.raises(ValueError, match="'auto_default' argument of fit_calibration"):
+        _calibration_over([PANEL], default=("ac", "doc"))
+
+
+def test_a_members_warning_reaches_the_user_prefixed_and_in_the_diagnostics(monkeypatch):
+    x, y, t = _data(3, n=900)
+    real = Auto._member
+
+    def short_alsa(self, name, n_val):  # ALSA-E stopped early: a real ConvergenceWarning
+        return get_estimator(name, max_epochs=2) if name == "alsa-e" else real(self, name, n_val)
+
+    monkeypatch.setattr(Auto, "_member", short_alsa)
+    members = ["ac", "doc", "im", "atc-mc", "atc-ne", "alsa-g", "alsa-e"]
+    with pytest.warns(ConvergenceWarning, match=r"^auto's member alsa-e: ALSA stopped") as rec:
+        result = Auto(methods=members).fit(x, y).estimate(t)
+    relayed = [w for w in rec if str(w.message).startswith("auto's member alsa-e")]
+    assert relayed and all(w.category is ConvergenceWarning for w in relayed)
+    kept = result.diagnostics["member_warnings"]["alsa-e"]
+    assert kept and kept[0].startswith("ConvergenceWarning: ALSA stopped")
+
+
+def test_a_nan_signal_is_reported_and_auto_returns_its_base_uncorrected(monkeypatch):
+    x, y, t = _data(3, n=900)
+    undefined = types.SimpleNamespace(z=float("nan"))
+    monkeypatch.setattr(shift_signals, "label_shift_test", lambda *a, **k: undefined)
+    est = Auto(methods=list(PANEL)).fit(x, y)
+    with pytest.warns(SignalWarning, match="label_shift_z: the label-shift test is undefined"):
+        result = est.estimate(t)
+    base = result.diagnostics["base"]
+    assert result.accuracy == result.diagnostics["members"][base]
+    assert math.isnan(result.diagnostics["signals"]["label_shift_z"])  # recorded, not filled
+    assert "label_shift_z" in result.diagnostics["signal_problems"]
+    low, high = result.shift_interval  # the band does not read label_shift_z: a real band
+    assert 0.0 < low <= result.accuracy <= high < 1.0
+    members = {m: get_estimator(m).fit(x, y).estimate(t) for m in PANEL}
+    with pytest.warns(SignalWarning, match="label_shift_z"):
+        combined = auto_from_estimates(members, x, y, t)
+    assert combined is not None and combined.accuracy == result.accuracy
+    assert combined.diagnostics["signal_problems"] == result.diagnostics["signal_problems"]
+
+
+def test_a_nan_band_signal_gives_the_band_zero_one_with_a_warning(monkeypatch):
+    x, y, t = _data(3, n=900)
+    real = shift_signals.ShiftSignals.transform
+
+    def without_doc(self, target, *, estimates=None):  # DoC without an estimate: NaN panel
+        values = real(self, target, estimates=estimates)
+        panel = {**values.panel, "doc": float("nan")}
+        spread = dict(values.values, panel_spread=float("nan"), panel_std=float("nan"))
+        return shift_signals.SignalValues(spread, panel, {"panel_doc": "no estimate"})
+
+    monkeypatch.setattr(shift_signals.ShiftSignals, "transform", without_doc)
+    result = get_estimator("ac").fit(x, y).estimate(t)
+    with pytest.warns(SignalWarning, match=r"panel_doc: no estimate.*shift band is \[0, 1\]"):
+        assert result.shift_interval == (0.0, 1.0)
+
+
 def test_fit_stack_chooses_the_penalty_without_the_rows_it_is_scored_on() -> None:
     rng = np.random.default_rng(0)
     n, members = 300, ("ac", "doc", "alsa-e")
@@ -75,12 +198,36 @@ def test_fit_stack_chooses_the_penalty_without_the_rows_it_is_scored_on() -> Non
            "prediction_shift": rng.uniform(0, .1, n), "label_shift_z": rng.uniform(0, 50, n),
            "n_target": np.full(n, 1000.0)}
     est = {m: 0.9 - sig["confidence_drop"] * k for m, k in zip(members, (1.0, 1.1, 1.3))}
-    truth = 0.9 - 1.3 * sig["confidence_drop"] + rng.normal(0, .005, n)
     g = np.repeat(["a", "b", "c"], 100)
+    # a different member is right on each dataset: no correction is free, so the penalties'
+    # held-out regrets differ (an interior penalty wins, whatever the grid's order)
+    slope = np.select([g == "a", g == "b"], [1.0, 1.1], 1.3)
+    truth = 0.9 - slope * sig["confidence_drop"] + rng.normal(0, .005, n)
     model = fit_stack(sig, est, truth, g, members)
-    assert model.base == "alsa-e" and model.penalty in LAMBDAS
+    assert fit_stack(sig, est, truth, g, members, lambdas=LAMBDAS[::-1]).penalty == model.penalty
     z, base = stack_features(sig, est, members)
-    assert z.shape == (n, 2 + 7)
+    assert model.base == "alsa-e" and z.shape == (n, 2 + 7)
+
+    # independent: scikit-learn's weighted ridge (no intercept, alpha = lambda * total weight,
+    # every dataset weighing the same), each dataset left out in turn; the penalty is the one
+    # whose held-out MAE is least above the held-out dataset's best member
+    w = np.full(n, 1.0 / 3 / 100)
+
+    def ridge(rows, lam):
+        r = Ridge(alpha=lam * w[rows].sum(), fit_intercept=False, solver="cholesky")
+        return r.fit(z[rows], (truth - base)[rows], sample_weight=w[rows]).coef_
+
+    regrets = []
+    for lam in LAMBDAS:
+        per = []
+        for name in "abc":
+            held = g == name
+            pred = np.clip(base[held] + z[held] @ ridge(~held, lam), 0, 1)
+            best = min(np.mean(np.abs(est[m][held] - truth[held])) for m in members)
+            per.append(max(np.mean(np.abs(pred - truth[held])) - best, 0.0))
+        regrets.append(np.mean(per))
+    assert model.penalty == LAMBDAS[int(np.argmin(regrets))]
+    np.testing.assert_allclose(model.coef, ridge(np.ones(n, bool), model.penalty), atol=1e-8)
     pred = model.predict(sig, est)
     assert np.mean(np.abs(pred - truth)) <= np.mean(np.abs(base - truth)) + 0.002
     with pytest.raises(ValueError, match="at least 2 datasets"):

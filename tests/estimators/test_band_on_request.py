@@ -174,3 +174,37 @@ def test_a_score_with_a_map_keeps_its_band_pending_and_gets_the_map_interval() -
     # the shipped calibration has no band for a score (the benchmark stores no accuracy for it)
     assert "nuclear-norm" not in calibration_artifact.load_calibration(SHIPPED_CALIBRATION).bands
     assert all(math.isnan(v) for v in result.shift_interval) and not result.band_pending
+
+
+def test_no_calibration_at_all_breaks_no_method_that_does_not_need_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    from estimators.trust.auto import Auto
+
+    x, y, target = _data(7)
+    monkeypatch.setattr(calibration_artifact, "SHIPPED_CALIBRATION", tmp_path / "gone.json")
+    monkeypatch.setenv(CALIBRATION_ENV, str(tmp_path / "nowhere.json"))
+    with pytest.warns(CalibrationWarning, match="does not exist"):
+        result = get_estimator("ac").fit(x, y).estimate(target, band=True)
+    assert 0.0 <= result.accuracy <= 1.0 and math.isfinite(result.interval[0])
+    assert all(math.isnan(v) for v in result.shift_interval)  # no band without a calibration
+    with pytest.raises(ValueError, match="Auto needs a calibration and none is installed"):
+        Auto().fit(x, y)
+
+
+def test_a_stale_chosen_calibration_is_used_with_one_warning(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    x, y, target = _data(8)
+    data = json.loads(SHIPPED_CALIBRATION.read_text())
+    data["source"]["code_hash"] = "f" * 64  # fit by other calibration code
+    stale = tmp_path / "calibration.json"
+    stale.write_text(json.dumps(data))
+    plain = get_estimator("doc").fit(x, y).estimate(target, band=True)  # the shipped band
+    monkeypatch.setenv(CALIBRATION_ENV, str(stale))
+    with pytest.warns(CalibrationWarning, match="is used, but it was fit by code ffffffffffff"):
+        band = get_estimator("doc").fit(x, y).estimate(target, band=True).shift_interval
+    assert band == plain.shift_interval  # the same bands: the stale file is used, not refused
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per file
+        get_estimator("ac").fit(x, y).estimate(target, band=True)

@@ -60,11 +60,15 @@ def test_coverage_on_in_distribution_data_meets_the_level(method):
 
 @pytest.mark.parametrize("method", ["alsa-g", "alsa-e"])
 def test_alsa_coverage_is_near_the_level(method):
-    repeats = 30
-    cov, _ = coverage(method, repeats, 0.9, seed=1)
-    # ALSA at n_val = 1,000 carries a small-sample bias (docs/ESTIMATORS.md: measured 0.80-0.88
-    # over 40 repeats); the band is the binomial one of a level-0.8 interval
-    assert cov >= binomial_band(0.8, repeats)[0], cov
+    # ALSA's interval is a 90 % interval and is held to it as every method is: never
+    # significantly below 0.9 (binomial, alpha = 1e-3: at least 0.79 over 100 repeats). ALSA
+    # at n_val = 1,000 carries a small-sample bias (docs/ESTIMATORS.md: 0.81 and 0.85 over these
+    # 100 repeats), so it sits near that bound; 30 repeats accepted 0.53 (issue 31).
+    repeats = 100
+    cov, width = coverage(method, repeats, 0.9, seed=1)
+    assert binomial_band(0.9, repeats)[0] == pytest.approx(0.79)
+    assert binomial_band(0.9, repeats)[0] <= cov <= 0.99, cov
+    assert 0.0 < width < 0.15
 
 
 def test_every_registered_method_reports_an_interval_at_the_stated_level():

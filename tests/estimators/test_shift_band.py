@@ -162,8 +162,31 @@ def test_every_estimate_carries_a_band_that_holds_its_sampling_interval() -> Non
 
 
 def test_shipped_calibration_is_current_and_records_its_source() -> None:
-    cal = Calibration.from_dict(
-        __import__("json").loads(calibration_module.SHIPPED_CALIBRATION.read_text()))
-    assert set(METHODS) <= set(cal.bands)
+    cal = load_calibration(calibration_module.SHIPPED_CALIBRATION)
+    stale = cal.stale_reason()
+    assert stale is None, (
+        f"The shipped calibration (estimators/trust/data/calibration.json) is stale: {stale}. "
+        f"Refit it from make bench's database: `{calibration_module.REFIT_COMMAND}`.")
+    assert set(cal.auto_members()) <= set(cal.bands) and cal.auto_members()
     assert cal.source["rows"] == sum(cal.source["rows_per_dataset"].values())
-    assert cal.source["commit"] and cal.source["excluded_concept_shifts"]
+    assert cal.source["commit"]
+
+
+def test_a_nan_signal_row_is_left_out_of_the_fit_and_counted() -> None:
+    table = _table(np.random.default_rng(10), groups=4, per=60)
+    z = table.signals["label_shift_z"].copy()
+    z[:7] = np.nan
+    holed = CalibrationTable(table.groups, table.families, table.truth,
+                             {**table.signals, "label_shift_z": z}, table.estimates)
+    with_nan = fit_calibration(holed, member_sets=())
+    without = fit_calibration(table.subset(np.arange(len(table)) >= 7), member_sets=())
+    assert with_nan.source["rows_with_nan_signal"] == 7
+    assert with_nan.bands["ac"] == without.bands["ac"]  # the same fit as without those rows
+    # held out, such a row is scored as a user gets it: the band [0, 1], auto's base estimate
+    records = leave_one_dataset_out(holed)
+    first = [r for r in records if r["row"] == 0]
+    assert {(r["low"], r["high"]) for r in first} == {(0.0, 1.0)}
+    auto = next(r for r in first if r["method"].startswith("auto["))
+    assert auto["estimate"] == holed.estimates["alsa-e"][0]
+    later = [r for r in records if r["row"] == 7 and r["method"] == "ac"]
+    assert 0.0 < later[0]["low"] < later[0]["high"] < 1.0
