@@ -153,14 +153,15 @@ def check_methods(methods: Any) -> tuple[str, ...]:
         Naming the unknown keys and the ones available, or a method that needs features or a
         score map.
     """
-    from estimators import available_estimators, feature_estimators, score_estimators
+    from estimators import feature_estimators, score_estimators
+    from tasks.methods import estimator_names
 
     if not methods:
         return DEFAULT_METHODS
     if isinstance(methods, str):
         methods = [methods]
     chosen = tuple(dict.fromkeys(str(m).strip() for m in methods))
-    known = available_estimators(include_opt_in=True)
+    known = list(estimator_names(scores=False, opt_in=True))
     unknown = [m for m in chosen if m not in known]
     if unknown:
         features = set(feature_estimators())
