@@ -11,7 +11,7 @@ a rule fixed (salt and threshold) before any result of the trust layer was looke
 is sealed or not by the same rule. Every choice of ``auto`` and the band (base method, signals,
 model class, penalty, band form) is made by grouped cross-validation on the other
 (*development*) groups, the calibration is fit on development groups only, and the sealed
-groups are scored once, by the report (:mod:`tasks.report.trust_protocol`).
+groups are scored once, by the report (:mod:`tasks.report.trust_protocol`; :func:`tasks.report.trust_rows.split_development`).
 
 ``data/sealed_groups.json`` lists today's groups with their hash and verdict; a test holds it to
 the rule and to at least a quarter of the groups sealed.
@@ -22,7 +22,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-__all__ = ["SALT", "SEALED_FRACTION", "THRESHOLD", "group_hash", "is_sealed", "sealed_groups"]
+__all__ = ["SALT", "SEALED_FRACTION", "THRESHOLD", "group_hash", "is_sealed", "sealed_groups",
+           "sealed_record"]
 
 #: Fixed before any result was looked at; never change it (a change unseals the test set).
 SALT = "alsa-bench/issue-31/sealed-groups/v1:"
@@ -54,3 +55,15 @@ def is_sealed(name: str) -> bool:
 def sealed_groups(names: Iterable[str]) -> frozenset[str]:
     """The sealed ones among ``names``."""
     return frozenset(n for n in names if is_sealed(n))
+
+
+def sealed_record(names: Iterable[str]) -> dict[str, object]:
+    """The content of ``data/sealed_groups.json`` for the groups ``names``: the rule (salt,
+    threshold as a fraction) and, per group in name order, its hash and verdict."""
+    return {
+        "rule": "sealed iff int(sha256(salt + group), 16) < 2**256 // 3",
+        "salt": SALT,
+        "sealed_fraction": SEALED_FRACTION,
+        "groups": [{"group": n, "sha256": group_hash(n), "sealed": is_sealed(n)}
+                   for n in sorted(set(names))],
+    }

@@ -282,10 +282,11 @@ def _trust_tables(con: Any, run_keys: Sequence[str]) -> dict[str, pd.DataFrame] 
         table, keys = calibration_table(con)
     except ValueError:
         return None
-    table = table.subset(keys["run_key"].isin(set(run_keys)).to_numpy())
+    mine = keys["run_key"].isin(set(run_keys)).to_numpy()
+    table = table.subset(mine)
     if len(np.unique(table.groups)) < 4:
         return None
-    return trust_tables(table)
+    return trust_tables(table, concept=keys["concept"].to_numpy(dtype=bool)[mine])
 
 
 def _synthetic_datasets(db: str | Path | None, datasets: Sequence[str]) -> list[str]:

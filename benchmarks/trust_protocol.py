@@ -1,0 +1,187 @@
+"""The trust layer's protocol on benchmark databases (issue 31 items 3-5): the tables of
+docs/BENCHMARK.md, "Which estimate to trust".
+
+    python benchmarks/trust_protocol.py --db A.duckdb --db B.duckdb ... [--out docs/trust]
+
+Reads every target split of the databases (source groups, declared concept shifts, signals
+recomputed from the logits), sets the sealed groups aside (estimators/trust/sealed.py), and
+writes to ``--out``:
+
+* ``groups.csv``: every source group, its rows and whether it is sealed;
+* ``models.csv``: each model class of ``auto``, validation (leave-one-group-out on development
+  groups) beside the sealed test, with and without concept-shift rows; the class with the lowest
+  validation group-mean MAE (all rows) is the one chosen, recorded in ``choice.json``;
+* ``learning_curve.csv``: the chosen class's sealed MAE fit on 5/10/20/all development groups;
+* ``bands.csv``: coverage and width of each band form and method, validation beside sealed;
+* ``dis2.csv``: the Dis² lower bound beside the conformal band's low end on sealed splits;
+* ``summary.md``: the same as markdown tables.
+
+Every fit reads development groups only; the sealed rows are scored once per table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from estimators.trust.dis2 import dis2_lower_bound  # noqa: E402
+from estimators.trust.sealed import SALT, is_sealed  # noqa: E402
+from storage.logits import read_target_logits, read_val  # noqa: E402
+from tasks.report.trust_protocol import (  # noqa: E402
+    BASE, MEMBERS, MODEL_CLASSES, band_table, fit_model, grouped_cv, learning_curve,
+    model_table,
+)
+from tasks.report.trust_rows import (  # noqa: E402
+    load_rows, read_trust_rows, save_rows, split_development,
+)
+
+
+def _md(df: pd.DataFrame) -> str:
+    return df.to_markdown(index=False, floatfmt=".3g")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", action="append", required=True, help="benchmark database")
+    parser.add_argument("--out", default="docs/trust", help="folder for the tables")
+    parser.add_argument("--rows-cache", default=None,
+                        help="parquet file of the rows (reused when it exists)")
+    parser.add_argument("--level", type=float, default=0.9)
+    parser.add_argument("--draws", type=int, default=5)
+    parser.add_argument("--dis2-per-group", type=int, default=12,
+                        help="sealed splits per group on which Dis² is computed (seeded draw)")
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    if args.rows_cache and Path(args.rows_cache).is_file():
+        rows = load_rows(args.rows_cache)
+    else:
+        rows = read_trust_rows(args.db)
+        if args.rows_cache:
+            save_rows(rows, args.rows_cache)
+    dev, sealed = split_development(rows)
+    print(f"{len(rows)} rows, {len(rows.group_names())} groups ({len(dev.group_names())} "
+          f"development, {len(sealed.inputs.group_names())} sealed), read in "
+          f"{time.time() - t0:.0f} s")
+    groups = rows.keys.groupby("group").agg(rows=("split", "size"),
+                                            datasets=("dataset", lambda s: ", ".join(sorted(set(s)))),
+                                            concept_rows=("concept", "sum")).reset_index()
+    groups["sealed"] = [is_sealed(g) for g in groups.group]
+    groups.to_csv(out / "groups.csv", index=False)
+
+    models, _ = model_table(dev, sealed)
+    models.to_csv(out / "models.csv", index=False)
+    primary = models[models.rows == "all rows"].set_index("model class")
+    chosen = str(primary["validation group-mean MAE (pp)"].idxmin())
+    print(f"model classes (chosen on validation: {chosen}):")
+    print(models.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+
+    sizes = [5, 10, 20, len(dev.group_names())]
+    curve = learning_curve(dev, sealed, chosen, sizes, args.draws)
+    curve_summary = curve.groupby("training groups").agg(
+        draws=("draw", "size"), sealed_mae=("sealed group-mean MAE (pp)", "mean"),
+        sealed_mae_sd=("sealed group-mean MAE (pp)", "std"),
+        alsa_e=("alsa-e alone (pp)", "mean")).reset_index()
+    curve.to_csv(out / "learning_curve.csv", index=False)
+    print(curve_summary.to_string(index=False))
+
+    # bands: single methods with an accuracy, and auto (chosen class): out-of-fold on dev
+    band_estimates = {}
+    for m, v in dev.table.estimates.items():
+        band_estimates[m] = (v, sealed.inputs.table.estimates[m])
+    usable = np.ones(len(dev), bool)
+    for m in MEMBERS:
+        usable &= np.isfinite(dev.table.estimates[m])
+    oof = np.full(len(dev), np.nan)
+    oof[usable] = grouped_cv(dev.subset(usable), [chosen])[chosen]
+    s_ok = np.ones(len(sealed.inputs), bool)
+    for m in MEMBERS:
+        s_ok &= np.isfinite(sealed.inputs.table.estimates[m])
+    s_auto = np.full(len(sealed.inputs), np.nan)
+    model = fit_model(chosen, dev.subset(usable))
+    s_auto[s_ok] = np.clip(model.predict(
+        sealed.inputs.table.subset(s_ok).signals, sealed.inputs.table.subset(s_ok).estimates),
+        0, 1)
+    band_estimates["auto"] = (oof, s_auto)
+    bands, band_rows = band_table(dev, sealed, band_estimates, level=args.level)
+    bands.to_csv(out / "bands.csv", index=False)
+    print(bands.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    no_band = [m for m, (d, s) in band_estimates.items() if m not in set(bands.method)]
+
+    # Dis² beside the conformal band's low end (auto's one band form), sealed splits
+    keys = sealed.inputs.keys
+    rng = np.random.default_rng(0)
+    pick = []
+    for g in sorted(set(keys.group)):
+        idx = np.flatnonzero(keys.group.to_numpy() == g)
+        pick.extend(rng.choice(idx, size=min(args.dis2_per_group, len(idx)), replace=False))
+    pick = np.sort(np.asarray(pick, dtype=int))
+    dbs = {Path(p).name: p for p in args.db}
+    lower = np.full(len(keys), np.nan)
+    t1 = time.time()
+    for name, idx in pd.Series(pick).groupby(keys.database.to_numpy()[pick]):
+        con = duckdb.connect(str(dbs[name]), read_only=True)
+        try:
+            for i in idx:
+                rk, sp = keys.run_key[i], keys.split[i]
+                v, lab = read_val(con, rk)
+                lower[i] = dis2_lower_bound(v, lab, read_target_logits(con, rk, sp)).lower
+        finally:
+            con.close()
+    dis2_seconds = (time.time() - t1) / max(len(pick), 1)
+    a_frame = band_rows[(band_rows.method == "auto") & (band_rows.form == "one conformal band")]
+    auto_low = np.full(len(keys), np.nan)
+    auto_low[np.flatnonzero(s_ok)] = a_frame.low.to_numpy()
+    both_ok = np.isfinite(lower) & np.isfinite(auto_low)
+    ones = np.ones(len(keys))
+    both = sealed.score_bands({"dis2 low": (lower, ones), "auto band low": (auto_low, ones)})
+    truth = sealed.score({"auto": s_auto}).truth.to_numpy()
+    both["slack_pp"] = (np.tile(truth, 2) - both.low.to_numpy()) * 100
+    both = both[np.tile(both_ok, 2)]
+    dis2 = both.groupby(["name"]).agg(splits=("group", "size"),
+                                      holds=("low_holds", "mean"),
+                                      mean_slack_pp=("slack_pp", "mean")).reset_index()
+    per_group = both.groupby(["name", "group"]).low_holds.mean().groupby("name").agg(
+        lambda s: float(np.mean(s >= 0.95)))
+    dis2["groups where it holds on >= 95 % of splits"] = dis2.name.map(per_group)
+    dis2["seconds per split"] = np.where(dis2.name == "dis2 low", dis2_seconds, np.nan)
+    dis2.to_csv(out / "dis2.csv", index=False)
+    print(dis2.to_string(index=False))
+
+    choice = {"model_class": chosen, "members": list(MEMBERS), "base": BASE,
+              "salt": SALT, "development_groups": dev.group_names(),
+              "sealed_groups": sealed.inputs.group_names(), "level": args.level,
+              "methods_without_band": no_band,
+              "databases": [Path(p).name for p in args.db]}
+    (out / "choice.json").write_text(json.dumps(choice, indent=1) + "\n")
+    parts = [
+        f"Databases: {', '.join(choice['databases'])}; {len(rows)} target splits, "
+        f"{len(rows.group_names())} source groups: {len(dev.group_names())} development, "
+        f"{len(sealed.inputs.group_names())} sealed ({', '.join(choice['sealed_groups'])}).",
+        "", "### auto: model classes (group-mean MAE, pp)", "", _md(models), "",
+        f"Chosen on validation (lowest validation group-mean MAE, all rows): **{chosen}**.", "",
+        "### Learning curve (sealed, without concept shifts)", "", _md(curve_summary), "",
+        f"### Bands at level {args.level}", "", _md(bands), "",
+        "Methods without a band (no accuracy, or fewer than 3 development groups): "
+        + (", ".join(no_band) or "none") + ".", "",
+        "### Dis² beside the conformal low end (sealed splits)", "", _md(dis2), "",
+    ]
+    (out / "summary.md").write_text("\n".join(parts))
+    print(f"wrote {out}/ in {time.time() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
