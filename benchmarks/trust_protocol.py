@@ -56,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="docs/trust", help="folder for the tables")
     parser.add_argument("--rows-cache", default=None,
                         help="parquet file of the rows (reused when it exists)")
-    parser.add_argument("--level", type=float, default=0.9)
+    parser.add_argument("--level", type=float, default=0.9,
+                        help="the band's level in the headline tables")
+    parser.add_argument("--levels", type=float, nargs="+", default=[0.8, 0.85, 0.9, 0.95],
+                        help="levels of the band sweep (bands.csv)")
     parser.add_argument("--draws", type=int, default=5)
     parser.add_argument("--dis2-per-group", type=int, default=12,
                         help="sealed splits per group on which Dis² is computed (seeded draw)")
@@ -115,9 +118,13 @@ def main(argv: list[str] | None = None) -> int:
         sealed.inputs.table.subset(s_ok).signals, sealed.inputs.table.subset(s_ok).estimates),
         0, 1)
     band_estimates["auto"] = (oof, s_auto)
-    bands, band_rows = band_table(dev, sealed, band_estimates, level=args.level)
+    levels = sorted(set(args.levels) | {args.level})
+    bands, band_rows = band_table(dev, sealed, band_estimates, levels=levels)
     bands.to_csv(out / "bands.csv", index=False)
-    print(bands.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    headline = bands[(bands.level == args.level) & (bands.rows == "all rows")]
+    sweep = bands[(bands.method == "auto") & (bands.rows == "all rows")]
+    print(headline.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(sweep.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     no_band = [m for m, (d, s) in band_estimates.items() if m not in set(bands.method)]
 
     # Dis² beside the conformal band's low end (auto's one band form), sealed splits
@@ -141,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             con.close()
     dis2_seconds = (time.time() - t1) / max(len(pick), 1)
-    a_frame = band_rows[(band_rows.method == "auto") & (band_rows.form == "one conformal band")]
+    a_frame = band_rows[(band_rows.method == "auto") & (band_rows.form == "one conformal band")
+                        & (band_rows.level == args.level)]
     auto_low = np.full(len(keys), np.nan)
     auto_low[np.flatnonzero(s_ok)] = a_frame.low.to_numpy()
     both_ok = np.isfinite(lower) & np.isfinite(auto_low)
@@ -173,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         "", "### auto: model classes (group-mean MAE, pp)", "", _md(models), "",
         f"Chosen on validation (lowest validation group-mean MAE, all rows): **{chosen}**.", "",
         "### Learning curve (sealed, without concept shifts)", "", _md(curve_summary), "",
-        f"### Bands at level {args.level}", "", _md(bands), "",
+        f"### Bands at level {args.level} (all rows; `bands.csv` has every level and the "
+        f"rows without concept shifts)", "", _md(headline.drop(columns=["rows", "level"])), "",
+        "### auto's band at each level (all rows)", "", _md(sweep.drop(columns=["rows"])), "",
         "Methods without a band (no accuracy, or fewer than 3 development groups): "
         + (", ".join(no_band) or "none") + ".", "",
         "### Dis² beside the conformal low end (sealed splits)", "", _md(dis2), "",

@@ -138,6 +138,8 @@ def calibrate_databases(dbs: Sequence[str | Path]) -> Calibration:
         "rows_per_group": {str(k): int(c) for k, c in zip(names, counts)},
         "sealed_groups_left_out": sealed.inputs.group_names(),
         "excluded_concept_shift_rows": int(concept.sum()),
+        "excluded_concept_shifts": sorted({f"{d}/{f}" for d, f in zip(
+            keys.dataset[concept], keys.shift_family[concept])}),
         "auto_model": {"class": AUTO_MODEL_CLASS, **_model_dict(model)},
         "level_note": "bands hold for any level in [0.0, 0.998]; calibrated on these rows",
     }

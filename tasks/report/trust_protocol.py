@@ -258,10 +258,10 @@ def _band_summary(frame: pd.DataFrame, mae: pd.Series) -> dict[str, float]:
 
 
 def band_table(dev: TrustRows, sealed: SealedRows, estimates: Mapping[str, tuple[
-        NDArray[np.float64], NDArray[np.float64]]], *, level: float = 0.9,
+        NDArray[np.float64], NDArray[np.float64]]], *, levels: Sequence[float] = (0.9,),
         forms: Sequence[str] = tuple(BAND_FORMS)) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Coverage and width of each band form and method: validation (leave-one-group-out on
-    development groups) beside sealed (fit on every development group).
+    """Coverage and width of each band form, level and method: validation (leave-one-group-out
+    on development groups) beside sealed (fit on every development group).
 
     Parameters
     ----------
@@ -269,14 +269,16 @@ def band_table(dev: TrustRows, sealed: SealedRows, estimates: Mapping[str, tuple
         Each method's estimates on the development and sealed rows (NaN where it has none):
         single methods, and ``auto``'s out-of-fold (development) and fit-on-development
         (sealed) predictions.
+    levels : sequence of float
+        Nominal levels of the band.
 
     Returns
     -------
     table : DataFrame
-        Per method, form and row set, the share of groups whose coverage is >= 85 %, the mean
-        coverage, mean width, MAE and width / MAE on each side.
+        Per method, form, level and row set, the share of groups whose coverage is >= 85 %,
+        the mean coverage, mean width, MAE and width / MAE on each side.
     sealed_rows : DataFrame
-        Sealed band rows (``SealedRows.score_bands``) of every method and form.
+        Sealed band rows (``SealedRows.score_bands``) of every method, form and level.
     """
     records, sealed_frames = [], []
     for method, (dev_est, sealed_est) in estimates.items():
@@ -286,42 +288,47 @@ def band_table(dev: TrustRows, sealed: SealedRows, estimates: Mapping[str, tuple
         d = dev.subset(np.isfinite(dev_est))
         d_est = dev_est[np.isfinite(dev_est)]
         s_ok = np.isfinite(sealed_est)
+        s_err = sealed.score({"e": sealed_est}).abs_error_pp.to_numpy()
+        d_err = np.abs(d_est - d.table.truth) * 100
         for form_name in forms:
             form = BAND_FORMS[form_name]
-            low, high = np.full(len(d), np.nan), np.full(len(d), np.nan)
+            folds = []
             for name in d.group_names():
                 held = d.table.groups == name
                 fit = ~held & ~d.concept
-                if len(np.unique(d.table.groups[fit])) < 2:
-                    continue
-                models = form.fit(d.table.subset(fit), d_est[fit])
-                lo, hi = form.interval(models, d.table.subset(held), d_est[held], level)
-                low[held], high[held] = lo, hi
-            models = form.fit(d.table.subset(~d.concept), d_est[~d.concept])
-            s_low, s_high = np.full(len(sealed_est), np.nan), np.full(len(sealed_est), np.nan)
-            if s_ok.any():
-                lo, hi = form.interval(models, sealed.inputs.table.subset(s_ok),
-                                       sealed_est[s_ok], level)
-                s_low[s_ok], s_high[s_ok] = lo, hi
-            s_frame = sealed.score_bands({f"{method} | {form_name}": (s_low, s_high)})
-            s_err = sealed.score({"e": sealed_est})
-            s_frame["abs_error_pp"] = s_err.abs_error_pp.to_numpy()
-            s_frame = s_frame[s_ok]
-            sealed_frames.append(s_frame.assign(method=method, form=form_name))
-            d_frame = pd.DataFrame({"group": d.table.groups, "concept": d.concept,
-                                    "covered": (d.table.truth >= low - 1e-12)
-                                    & (d.table.truth <= high + 1e-12),
-                                    "width_pp": (high - low) * 100,
-                                    "abs_error_pp": np.abs(d_est - d.table.truth) * 100})
-            d_frame = d_frame[np.isfinite(low)]
-            for label in ("all rows", "without concept shifts"):
-                dv = d_frame if label == "all rows" else d_frame[~d_frame.concept]
-                sv = s_frame if label == "all rows" else s_frame[~s_frame.concept]
-                if dv.empty or sv.empty:
-                    continue
-                v = _band_summary(dv, dv.groupby("group").abs_error_pp.mean())
-                t = _band_summary(sv, sv.groupby("group").abs_error_pp.mean())
-                records.append({"method": method, "form": form_name, "rows": label,
-                                **{f"validation {k}": x for k, x in v.items()},
-                                **{f"sealed {k}": x for k, x in t.items()}})
+                if len(np.unique(d.table.groups[fit])) >= 2:
+                    folds.append((held, form.fit(d.table.subset(fit), d_est[fit])))
+            final = form.fit(d.table.subset(~d.concept), d_est[~d.concept])
+            for level in levels:
+                low, high = np.full(len(d), np.nan), np.full(len(d), np.nan)
+                for held, models in folds:
+                    lo, hi = form.interval(models, d.table.subset(held), d_est[held], level)
+                    low[held], high[held] = lo, hi
+                s_low = np.full(len(sealed_est), np.nan)
+                s_high = np.full(len(sealed_est), np.nan)
+                if s_ok.any():
+                    lo, hi = form.interval(final, sealed.inputs.table.subset(s_ok),
+                                           sealed_est[s_ok], level)
+                    s_low[s_ok], s_high[s_ok] = lo, hi
+                s_frame = sealed.score_bands({f"{method} | {form_name} | {level}":
+                                              (s_low, s_high)})
+                s_frame["abs_error_pp"] = s_err
+                s_frame = s_frame[s_ok]
+                sealed_frames.append(s_frame.assign(method=method, form=form_name, level=level))
+                d_frame = pd.DataFrame({"group": d.table.groups, "concept": d.concept,
+                                        "covered": (d.table.truth >= low - 1e-12)
+                                        & (d.table.truth <= high + 1e-12),
+                                        "width_pp": (high - low) * 100, "abs_error_pp": d_err})
+                d_frame = d_frame[np.isfinite(low)]
+                for label in ("all rows", "without concept shifts"):
+                    dv = d_frame if label == "all rows" else d_frame[~d_frame.concept]
+                    sv = s_frame if label == "all rows" else s_frame[~s_frame.concept]
+                    if dv.empty or sv.empty:
+                        continue
+                    v = _band_summary(dv, dv.groupby("group").abs_error_pp.mean())
+                    t = _band_summary(sv, sv.groupby("group").abs_error_pp.mean())
+                    records.append({"method": method, "form": form_name, "level": level,
+                                    "rows": label,
+                                    **{f"validation {k}": x for k, x in v.items()},
+                                    **{f"sealed {k}": x for k, x in t.items()}})
     return pd.DataFrame(records), pd.concat(sealed_frames, ignore_index=True)
