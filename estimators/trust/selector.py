@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 from .shift_band import group_weights
 
 __all__ = ["ALPHAS", "MARGINS", "META_FEATURES", "SHRINK_WEIGHTS", "SelectorModel",
-           "ShrinkModel", "fit_selector", "fit_shrink", "meta_features"]
+           "ShrinkModel", "auto_model_from_dict", "fit_selector", "fit_shrink", "meta_features"]
 
 #: The selector's label-free meta-features: ``log(n_classes)``, validation accuracy and
 #: over-confidence, ``log(n_target)``, confidence drop, entropy rise, prediction shift,
@@ -311,6 +311,40 @@ class ShrinkModel:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "shrink", "members": list(self.members), "base": self.base,
                 "weight": self.weight, "n_rows": self.n_rows, "n_groups": self.n_groups}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ShrinkModel:
+        members = tuple(str(m) for m in data["members"])
+        weight = float(data["weight"])
+        if str(data["base"]) not in members or not 0.0 <= weight <= 1.0:
+            raise ValueError(f"shrink model must name its base among its members and a weight "
+                             f"in [0, 1]; got base {data['base']!r}, weight {weight}.")
+        return cls(members, str(data["base"]), weight, int(data["n_rows"]),
+                   int(data["n_groups"]))
+
+
+def auto_model_from_dict(data: Mapping[str, Any]) -> ShrinkModel | SelectorModel:
+    """The model of ``auto`` recorded in a calibration's ``source["auto_model"]``
+    (``{"kind": "shrink" | "selector", ...}``, written by ``alsa-bench calibrate``).
+
+    ``auto`` must run: a :class:`ShrinkModel`'s ``members`` (all of them, no signal needed for
+    the estimate); a :class:`SelectorModel`'s signals, then only ``choose()``'s method.
+
+    Raises
+    ------
+    ValueError
+        If the kind is unknown or the record is damaged.
+    """
+    kind = data.get("kind") if isinstance(data, Mapping) else None
+    try:
+        if kind == "shrink":
+            return ShrinkModel.from_dict(data)
+        if kind == "selector":
+            return SelectorModel.from_dict(data)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"auto's model record is damaged ({exc}); refit it with `alsa-bench "
+                         f"calibrate --db PATH`.") from None
+    raise ValueError(f"auto's model kind must be 'shrink' or 'selector'; got {kind!r}.")
 
 
 def fit_shrink(

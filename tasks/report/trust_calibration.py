@@ -32,7 +32,8 @@ from estimators.trust.calibration_artifact import (
     leave_one_dataset_out,
 )
 from tasks.report.benchmark_doc import _git_commit
-from tasks.report.trust_protocol import fit_model
+from estimators.trust.shift_band import fit_band
+from tasks.report.trust_protocol import fit_model, grouped_cv
 from tasks.report.trust_rows import TrustRows, read_trust_rows, split_development
 
 __all__ = ["AUTO_MODEL_CLASS", "MIN_GROUPS", "calibrate_databases", "calibration_table",
@@ -143,7 +144,18 @@ def calibrate_databases(dbs: Sequence[str | Path]) -> Calibration:
         "auto_model": {"class": AUTO_MODEL_CLASS, **_model_dict(model)},
         "level_note": "bands hold for any level in [0.0, 0.998]; calibrated on these rows",
     }
-    return fit_calibration(fit_rows, source=source)
+    fitted = fit_calibration(fit_rows, source=source)
+    # auto's band is fit on the out-of-fold errors of the model auto runs (AUTO_MODEL_CLASS),
+    # each group's predictions from a model fit without it
+    members = tuple(CALIBRATED_METHODS)
+    fit_keys = keys[~concept].reset_index(drop=True)
+    oof = grouped_cv(TrustRows(fit_rows, fit_keys), [AUTO_MODEL_CLASS])[AUTO_MODEL_CLASS]
+    bands = dict(fitted.bands)
+    bands[auto_key(members)] = fit_band(fit_rows.signals, oof, fit_rows.truth, fit_rows.groups)
+    info = dict(fitted.source)
+    info["auto_band"] = (f"{auto_key(members)}: fit on the out-of-fold estimates of "
+                         f"{AUTO_MODEL_CLASS}")
+    return Calibration(bands, fitted.stacks, info)
 
 
 def _model_dict(model: object) -> dict[str, object]:

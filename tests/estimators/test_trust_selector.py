@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from estimators.trust.selector import (
-    META_FEATURES, SelectorModel, ShrinkModel, fit_selector, fit_shrink, meta_features,
+    META_FEATURES, SelectorModel, ShrinkModel, auto_model_from_dict, fit_selector, fit_shrink,
+    meta_features,
 )
 
 
@@ -96,3 +97,18 @@ def test_shrinkage_weight_follows_where_the_truth_is() -> None:
     with pytest.raises(ValueError, match="base"):
         fit_shrink(est, truth, groups, ["m1", "m2"], "base")
     assert isinstance(model, ShrinkModel) and model.to_dict()["kind"] == "shrink"
+
+
+def test_auto_model_records_round_trip_and_refuse_damage() -> None:
+    rng = np.random.default_rng(6)
+    sig, est, truth, groups, _ = _rows(rng)
+    shrink = fit_shrink(est, truth, groups, ["a", "b"], "a")
+    assert auto_model_from_dict(shrink.to_dict()) == shrink
+    selector = fit_selector(sig, est, truth, groups, ["a", "b"])
+    assert auto_model_from_dict(selector.to_dict()).choose(sig) == selector.choose(sig)
+    with pytest.raises(ValueError, match="'shrink' or 'selector'"):
+        auto_model_from_dict({"kind": "ridge"})
+    with pytest.raises(ValueError, match="weight in"):
+        auto_model_from_dict(shrink.to_dict() | {"weight": 2.0})
+    with pytest.raises(ValueError, match="damaged"):
+        auto_model_from_dict({"kind": "shrink"})
