@@ -48,7 +48,10 @@ from tasks.report.trust_rows import (  # noqa: E402
 
 
 def _md(df: pd.DataFrame) -> str:
-    return df.round(3).replace(-0.0, 0.0).to_markdown(index=False, floatfmt=".3f")
+    def clean(v: object) -> object:  # no "-0.000" for a difference that is zero
+        return 0.0 if isinstance(v, float) and abs(v) < 5e-4 else v
+    fmt = tuple("g" if pd.api.types.is_integer_dtype(t) else ".3f" for t in df.dtypes)
+    return df.round(3).map(clean).to_markdown(index=False, floatfmt=fmt)
 
 
 def _goals(models: pd.DataFrame, chosen: str, bands: pd.DataFrame, level: float) -> list[str]:

@@ -34,7 +34,7 @@ from estimators.trust.calibration_artifact import (
 from tasks.report.benchmark_doc import _git_commit
 from estimators.trust.shift_band import fit_band
 from tasks.report.trust_protocol import fit_model, grouped_cv
-from tasks.report.trust_rows import TrustRows, read_trust_rows, split_development
+from tasks.report.trust_rows import TrustRows, read_trust_rows, split_development, trust_rows_of
 
 __all__ = ["AUTO_MODEL_CLASS", "MIN_GROUPS", "calibrate_databases", "calibration_table",
            "trust_tables"]
@@ -57,7 +57,7 @@ def calibration_table(
     Parameters
     ----------
     con : duckdb.DuckDBPyConnection
-        Open (read-only is fine) benchmark database, on a file.
+        Open (read-only is fine) benchmark database.
     methods : sequence of str
         Methods whose estimates a row must carry (the table keeps every method found).
 
@@ -74,12 +74,7 @@ def calibration_table(
     ValueError
         If the database holds no target split with an estimate of every method.
     """
-    path = con.sql("SELECT path FROM duckdb_databases() WHERE database_name = "
-                   "current_database()").fetchall()[0][0]
-    if not path:
-        raise ValueError("calibration_table needs a database on a file; got an in-memory one.")
-    rows = read_trust_rows([path])
-    return _complete(rows, methods)
+    return _complete(trust_rows_of(con), methods)
 
 
 def _complete(rows: TrustRows, methods: Sequence[str]) -> tuple[CalibrationTable, pd.DataFrame]:

@@ -34,7 +34,7 @@ from estimators.trust.shift_signals import PANEL, ShiftSignals
 from storage.logits import read_target_logits, read_val
 
 __all__ = ["SealedRows", "TrustRows", "concept_shift_of", "read_trust_rows",
-           "source_group_of", "split_development"]
+           "source_group_of", "split_development", "trust_rows_of"]
 
 #: Label-free meta-features added to the signals of every row (beside
 #: :data:`~estimators.trust.shift_signals.SIGNAL_NAMES`).
@@ -184,50 +184,47 @@ def _rectified(diagnostics: str | None) -> float:
     return float(value) if isinstance(value, (int, float)) else math.nan
 
 
-def _read_one(path: Path, progress: Callable[[str], None] | None) -> tuple[pd.DataFrame,
-                                                                              list[dict[str, float]]]:
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        rows = con.sql(
-            "SELECT r.dataset, r.backbone, r.shift_family, r.run_key, r.split, r.method, "
-            "r.estimated_accuracy, r.true_accuracy, r.interval_low, r.interval_high "
-            "FROM report_rows r WHERE r.shift_family IS NOT NULL "
-            "ORDER BY r.run_key, r.split, r.method").df()
-        diag = con.sql("SELECT run_key, split, diagnostics_json FROM estimates "
-                       "WHERE method = 'alsa-e'").df()
-        if rows.empty:
-            return pd.DataFrame(), []
-        indexed = rows.set_index(["run_key", "split", "method"])
-        wide = indexed["estimated_accuracy"].unstack("method")
-        low = indexed["interval_low"].unstack("method").reindex(wide.index)
-        high = indexed["interval_high"].unstack("method").reindex(wide.index)
-        first = rows.groupby(["run_key", "split"]).first().loc[wide.index]
-        rect = {(r.run_key, r.split): _rectified(r.diagnostics_json) for r in diag.itertuples()}
-        records: list[dict[str, float]] = []
-        for run_key, block in first.groupby(level=0, sort=False):
-            if progress is not None:
-                progress(f"{path.name}: {run_key} ({len(block)} splits)")
-            val_logits, val_labels = read_val(con, str(run_key))
-            over = _val_overconfidence(val_logits, val_labels)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                signals = ShiftSignals().fit(val_logits, val_labels)
-                for _, split in block.index:
-                    known = {m: float(wide.loc[(run_key, split), m]) for m in PANEL
-                             if m in wide.columns}
-                    target = read_target_logits(con, str(run_key), str(split))
-                    rec = signals.transform(target, estimates=known).to_record()
-                    rec["val_overconfidence"] = over
-                    rec["alsa_rectified_fraction"] = rect.get((run_key, split), math.nan)
-                    records.append(rec)
-    finally:
-        con.close()
+def _read_one(con: duckdb.DuckDBPyConnection, label: str,
+              progress: Callable[[str], None] | None) -> tuple[pd.DataFrame,
+                                                                list[dict[str, float]]]:
+    rows = con.sql(
+        "SELECT r.dataset, r.backbone, r.shift_family, r.run_key, r.split, r.method, "
+        "r.estimated_accuracy, r.true_accuracy, r.interval_low, r.interval_high "
+        "FROM report_rows r WHERE r.shift_family IS NOT NULL "
+        "ORDER BY r.run_key, r.split, r.method").df()
+    diag = con.sql("SELECT run_key, split, diagnostics_json FROM estimates "
+                   "WHERE method = 'alsa-e'").df()
+    if rows.empty:
+        return pd.DataFrame(), []
+    indexed = rows.set_index(["run_key", "split", "method"])
+    wide = indexed["estimated_accuracy"].unstack("method")
+    low = indexed["interval_low"].unstack("method").reindex(wide.index)
+    high = indexed["interval_high"].unstack("method").reindex(wide.index)
+    first = rows.groupby(["run_key", "split"]).first().loc[wide.index]
+    rect = {(r.run_key, r.split): _rectified(r.diagnostics_json) for r in diag.itertuples()}
+    records: list[dict[str, float]] = []
+    for run_key, block in first.groupby(level=0, sort=False):
+        if progress is not None:
+            progress(f"{label}: {run_key} ({len(block)} splits)")
+        val_logits, val_labels = read_val(con, str(run_key))
+        over = _val_overconfidence(val_logits, val_labels)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            signals = ShiftSignals().fit(val_logits, val_labels)
+            for _, split in block.index:
+                known = {m: float(wide.loc[(run_key, split), m]) for m in PANEL
+                         if m in wide.columns}
+                target = read_target_logits(con, str(run_key), str(split))
+                rec = signals.transform(target, estimates=known).to_record()
+                rec["val_overconfidence"] = over
+                rec["alsa_rectified_fraction"] = rect.get((run_key, split), math.nan)
+                records.append(rec)
     frame = first[["dataset", "backbone", "shift_family", "true_accuracy"]].copy()
     for m in wide.columns:
         frame[f"est:{m}"] = wide[m]
         frame[f"low:{m}"] = low[m]
         frame[f"high:{m}"] = high[m]
-    frame["database"] = path.name
+    frame["database"] = label
     return frame.reset_index(), records
 
 
@@ -260,13 +257,36 @@ def read_trust_rows(
             raise FileNotFoundError(
                 f"The --db argument must name a benchmark database file; {str(path)!r} does "
                 f"not exist.")
-        frame, recs = _read_one(path, progress)
+        con = duckdb.connect(str(path), read_only=True)
+        try:
+            frame, recs = _read_one(con, path.name, progress)
+        finally:
+            con.close()
         if not frame.empty:
             frames.append(frame)
             records.extend(recs)
     if not frames:
         raise ValueError(f"The databases {', '.join(map(str, dbs))} hold no target split with "
                          f"an estimate; run the benchmark first.")
+    return _assemble(frames, records)
+
+
+def trust_rows_of(con: duckdb.DuckDBPyConnection, label: str = "database") -> TrustRows:
+    """:func:`read_trust_rows` of one database already open (the report's connection).
+
+    Raises
+    ------
+    ValueError
+        If it holds no target split with an estimate.
+    """
+    frame, records = _read_one(con, label, None)
+    if frame.empty:
+        raise ValueError("The database holds no target split with an estimate; run the "
+                         "benchmark first.")
+    return _assemble([frame], records)
+
+
+def _assemble(frames: list[pd.DataFrame], records: list[dict[str, float]]) -> TrustRows:
     frame = pd.concat(frames, ignore_index=True)
     sig = pd.DataFrame(records)
     keep = ~frame.duplicated(["run_key", "split"]).to_numpy()

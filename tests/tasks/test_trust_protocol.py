@@ -138,3 +138,21 @@ def test_calibrate_says_in_one_line_when_a_database_has_too_few_groups(tmp_path)
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "2 development group(s)" in lines[0]
     assert "at least 3" in lines[0] and not (tmp_path / "c.json").exists()
+
+
+def test_the_reports_open_connection_gives_the_trust_section(tmp_path) -> None:
+    from storage import connect
+    from tasks.report.trust_calibration import calibration_table, trust_tables
+
+    db = tmp_path / "bench.duckdb"
+    _fill(db, RUNS[:6], np.random.default_rng(2))
+    with connect(db) as con:  # the report holds a read-write connection to the same file
+        table, keys = calibration_table(con)
+    assert set(table.groups) == {"fashion-mnist", "titanic", "smoke-ban", "oj-purchase",
+                                 "arrests"}
+    tables = trust_tables(table, concept=keys["concept"].to_numpy(dtype=bool))
+    assert "arrests (concept shift)" in set(tables["auto"].dataset)
+    auto = tables["band"][tables["band"].method == "auto"]
+    assert len(auto) and auto.coverage.between(0, 1).all()
+    with pytest.raises(ValueError, match="one flag per row"):
+        trust_tables(table, concept=np.zeros(2, bool))
