@@ -194,12 +194,13 @@ def trust_tables(
         inside = (records.truth >= records.sampling_low) & (records.truth <= records.sampling_high)
         records["sampling_covered"] = np.where(records.sampling_low.notna(), inside, np.nan)
         records["sampling_width"] = (records.sampling_high - records.sampling_low) * 100
-    singles = [m for m in table.estimates]
     autos = {auto_key(s): "auto" if i == 0 else ("auto (no COT)" if i == 1 else "auto (softmax)")
              for i, s in enumerate(AUTO_MEMBER_SETS)}
     records["method"] = records.method.map(lambda m: autos.get(m, m))
 
     mae = records.pivot_table(index="row", columns="method", values="abs_error")
+    # single methods with an estimate on some row (a score method without a map has none)
+    singles = [m for m in table.estimates if m in mae.columns]
     row_dataset = records.groupby("row").dataset.first()
     row_family = records.groupby("row").family.first()
 
@@ -238,7 +239,9 @@ def trust_tables(
     constant = {}
     for m in singles:
         err = (fit_truth - table.estimates[m][~excluded]) * 100
-        constant[m] = float(np.quantile(err, 0.95) - np.quantile(err, 0.05))
+        err = err[np.isfinite(err)]
+        constant[m] = (float(np.quantile(err, 0.95) - np.quantile(err, 0.05)) if err.size
+                       else np.nan)
     band["constant band width_pp"] = [constant.get(m, np.nan) for m, _ in band.index]
     return {"auto": auto_table.reset_index(names="dataset"),
             "band": band.reset_index(),

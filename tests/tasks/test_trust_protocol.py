@@ -57,6 +57,9 @@ def _fill(path, runs, rng: np.random.Generator) -> dict[tuple[str, str], float]:
                         rows.append(EstimateRow(run_key, name, method, "{}", est,
                                                 info.true_accuracy,
                                                 abs(est - info.true_accuracy), 0.1, 0.01))
+                    # a score method without a map: a row without an accuracy
+                    rows.append(EstimateRow(run_key, name, "mano", "{}", float("nan"),
+                                            info.true_accuracy, float("nan"), 0.1, 0.01))
             write_estimates(con, run_key, rows)
     return truth
 
@@ -81,7 +84,8 @@ def test_rows_carry_source_groups_concept_flags_and_the_stored_truth(two_dbs) ->
     np.testing.assert_array_equal(rows.concept, (keys.shift_family == "temporal").to_numpy())
     expected = [truth[(r, s)] for r, s in zip(keys.run_key, keys.split)]
     np.testing.assert_allclose(rows.table.truth, expected)
-    assert set(rows.table.estimates) == set(METHODS)
+    assert set(rows.table.estimates) == set(METHODS) | {"mano"}
+    assert np.isnan(rows.table.estimates["mano"]).all()
 
 
 def test_development_rows_hold_no_sealed_group_and_sealed_labels_only_score(two_dbs) -> None:
