@@ -11,7 +11,7 @@ writes to ``--out``:
 * ``models.csv``: each model class of ``auto``, validation (leave-one-group-out on development
   groups) beside the sealed test, with and without concept-shift rows; the class with the lowest
   validation group-mean MAE (all rows) is the one chosen, recorded in ``choice.json``;
-* ``learning_curve.csv``: the chosen class's sealed MAE fit on 5/10/20/all development groups;
+* ``learning_curve.csv``: each learned class's sealed MAE fit on 5/10/20/all development groups;
 * ``bands.csv``: coverage and width of each band form and method, validation beside sealed;
 * ``dis2.csv``: the Dis² lower bound beside the conformal band's low end on sealed splits;
 * ``--appendix`` (``docs/benchmark-trust-protocol.md``): the same as markdown, with the goals
@@ -124,8 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     print(models.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 
     sizes = [5, 10, 20, len(dev.group_names())]
-    curve = learning_curve(dev, sealed, chosen, sizes, args.draws)
-    curve_summary = curve.groupby("training groups").agg(
+    learned = [k for k in MODEL_CLASSES if k not in ("alsa-e alone",
+                                                     "best single (chosen on fit groups)")]
+    curve = pd.concat([learning_curve(dev, sealed, k, sizes, args.draws).assign(
+        **{"model class": k}) for k in learned], ignore_index=True)
+    curve_summary = curve.groupby(["model class", "training groups"], sort=False).agg(
         draws=("draw", "size"), sealed_mae=("sealed group-mean MAE (pp)", "mean"),
         sealed_mae_sd=("sealed group-mean MAE (pp)", "std"),
         alsa_e=("alsa-e alone (pp)", "mean")).reset_index()
@@ -240,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
         "better).", "", _md(short), "",
         f"Chosen on validation (lowest validation group-mean MAE, all rows): **{chosen}**.", "",
         "### Learning curve: sealed MAE against the number of development groups fit on", "",
-        f"{args.draws} random draws of groups per size (sealed rows without concept shifts).",
+        f"{args.draws} random draws of groups per size (sealed rows without concept shifts); "
+        "`alsa_e`: ALSA-E alone on the same rows. A curve that still falls at the right end "
+        "says that more source groups would help that class.",
         "", _md(curve_summary), "",
         f"### Bands at level {args.level} (all rows)", "",
         "`groups with coverage >= 85 %`: share of groups whose rows the band covers at least "
