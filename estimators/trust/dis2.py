@@ -185,7 +185,7 @@ def dis2_lower_bound(
             trg_loss = margin_loss(out_t, ht[ti].unsqueeze(0)).mean()
             loss = repeats * (src_loss + trg_loss) / 2
             opt.zero_grad()
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             opt.step()
         with torch.no_grad():
             agree_s = ((torch.einsum("nd,rdk->rnk", xs_val, weight) + bias).argmax(2)

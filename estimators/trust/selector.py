@@ -112,7 +112,8 @@ def _weighted_ridge(x: NDArray[np.float64], y: NDArray[np.float64], w: NDArray[n
     pen = alpha * float(w.sum()) * np.eye(design.shape[1])
     pen[0, 0] = 0.0
     gram = (design.T * w) @ design + pen
-    coef: NDArray[np.float64] = np.linalg.solve(gram, (design.T * w) @ y)
+    coef: NDArray[np.float64] = np.asarray(np.linalg.solve(gram, (design.T * w) @ y),
+                                           dtype=np.float64)
     return coef
 
 
@@ -282,12 +283,12 @@ def fit_selector(
         for b, margin in enumerate(margins):
             pick = _pick(pred_err, margin)
             scores[a, b] = _group_mae(est[np.arange(len(y)), pick], y, g)
-    a, b = np.unravel_index(int(np.argmin(scores)), scores.shape)
+    best_a, best_b = (int(i) for i in np.unravel_index(int(np.argmin(scores)), scores.shape))
     x_all, mean, scale = _standardise(raw, w)
-    coef = _fit_errors(x_all, abs_err, w, float(alphas[a]))
+    coef = _fit_errors(x_all, abs_err, w, float(alphas[best_a]))
     return SelectorModel(cands, tuple(mean.tolist()), tuple(scale.tolist()),
-                         tuple(tuple(r) for r in coef.tolist()), float(alphas[a]),
-                         float(margins[b]), int(len(y)), int(len(names)))
+                         tuple(tuple(r) for r in coef.tolist()), float(alphas[best_a]),
+                         float(margins[best_b]), int(len(y)), int(len(names)))
 
 
 @dataclass(frozen=True)
