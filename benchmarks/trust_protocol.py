@@ -241,6 +241,12 @@ def main(argv: list[str] | None = None) -> int:
               "databases": [Path(p).name for p in args.db]}
     (out / "choice.json").write_text(json.dumps(choice, indent=1) + "\n")
     goals = _goals(models, chosen, bands, args.level)
+    auto_forms = headline[headline.method == "auto"].sort_values(
+        ["validation groups with coverage >= 85 %", "validation width / MAE"],
+        ascending=[False, True])
+    band_choice = str(auto_forms.form.iloc[0])
+    choice["band_form"] = band_choice
+    (out / "choice.json").write_text(json.dumps(choice, indent=1) + "\n")
     short = models.rename(columns=lambda c: c.replace("group-mean MAE (pp)", "MAE (pp)")
                           .replace("within 1 pp of the group's best method", "within 1 pp")
                           .replace("vs best single method (pp)", "vs best single (pp)"))
@@ -284,6 +290,11 @@ def main(argv: list[str] | None = None) -> int:
         "over the method's MAE (item 5 asks for at most 4). `bands.csv` has every level and "
         "the rows without concept shifts.", "",
         _md(headline[band_cols]), "",
+        f"Band form chosen on validation for auto (highest share of groups covered >= 85 % "
+        f"at {args.level}, then the lowest width / MAE): **{band_choice}**; "
+        + ("the form `alsa-bench calibrate` ships for every method." if band_choice ==
+           "one conformal band" else "`alsa-bench calibrate` still ships one conformal band "
+           "per method (a stratified band is not stored in the calibration format yet)."), "",
         "### auto's band at each level (all rows)", "", _md(sweep[band_cols + ["level"]]), "",
         "Methods without a band (no accuracy estimate, or fewer than 3 development groups "
         "with one): " + (", ".join(no_band) or "none") + ".", "",

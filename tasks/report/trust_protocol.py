@@ -241,10 +241,22 @@ class _BandForm:
         return low, high
 
 
-#: Band forms compared on development groups.
+def _size_bin(table: CalibrationTable) -> NDArray[Any]:
+    return np.where(table.signals["n_target"] < 1000, "small", "large")
+
+
+def _spread_bin(table: CalibrationTable) -> NDArray[Any]:
+    return np.where(table.signals["panel_spread"] < 0.05, "agree", "disagree")
+
+
+#: Band forms compared on development groups: one band, or one per stratum of the class count,
+#: the target size or the panel's disagreement (thresholds fixed beforehand, not tuned); a
+#: stratum with fewer than 2 groups falls back to the one band.
 BAND_FORMS: dict[str, _BandForm] = {
     "one conformal band": _BandForm(None),
     "by class count (binary / multiclass)": _BandForm(_classes_bin),
+    "by target size (< 1000 / >= 1000 rows)": _BandForm(_size_bin),
+    "by panel spread (< 5 pp / >= 5 pp)": _BandForm(_spread_bin),
 }
 
 
