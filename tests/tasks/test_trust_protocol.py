@@ -160,3 +160,22 @@ def test_the_reports_open_connection_gives_the_trust_section(tmp_path) -> None:
     assert len(auto) and auto.coverage.between(0, 1).all()
     with pytest.raises(ValueError, match="one flag per row"):
         trust_tables(table, concept=np.zeros(2, bool))
+
+
+def test_band_table_and_learning_curve_score_only_fits_on_development_groups(two_dbs) -> None:
+    from tasks.report.trust_protocol import BAND_FORMS, band_table, learning_curve
+
+    a, b, _ = two_dbs
+    dev, sealed = split_development(read_trust_rows([a, b]))
+    est = {"alsa-e": (dev.table.estimates["alsa-e"], sealed.inputs.table.estimates["alsa-e"])}
+    table, rows = band_table(dev, sealed, est, levels=(0.8, 0.95))
+    assert set(table.form) == set(BAND_FORMS) and set(table.level) == {0.8, 0.95}
+    shares = table.filter(like="groups with coverage").to_numpy()
+    assert ((shares >= 0) & (shares <= 1)).all()
+    # every sealed row is scored once per form and level, by a band fit on development rows
+    assert len(rows) == len(sealed.inputs) * len(BAND_FORMS) * 2
+    wide = rows[(rows.form == "one conformal band")].groupby("level").width_pp.mean()
+    assert wide[0.95] >= wide[0.8]
+    curve = learning_curve(dev, sealed, "stacking (ridge correction of alsa-e)", [3, 5], draws=2)
+    assert list(curve["training groups"]) == [3, 3, 5]
+    assert np.isfinite(curve["sealed group-mean MAE (pp)"]).all()
