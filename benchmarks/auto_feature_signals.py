@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 
 from estimators.trust.calibration_artifact import AUTO_MEMBER_SETS
 from estimators.trust.stacking import fit_correction, stack_features
-from tasks.report.trust_calibration import CONCEPT_SHIFTS, calibration_table, concept_mask
+from tasks.report.trust_calibration import calibration_table
 
 MEMBERS = AUTO_MEMBER_SETS[0]
 F64 = NDArray[np.float64]
@@ -72,7 +72,7 @@ def main() -> None:
         aline = diagnostics(con, "aline-s", keys)
     finally:
         con.close()
-    concept = concept_mask(table, CONCEPT_SHIFTS)
+    concept = keys["concept"].to_numpy(dtype=bool)
     y, g = table.truth, table.groups
     est = {m: table.estimates[m] for m in MEMBERS}
     z0, base = stack_features(table.signals, est, MEMBERS)

@@ -20,7 +20,7 @@ import duckdb
 import numpy as np
 
 from estimators.trust.calibration_artifact import AUTO_MEMBER_SETS, auto_key, leave_one_dataset_out
-from tasks.report.trust_calibration import CONCEPT_SHIFTS, calibration_table, concept_mask
+from tasks.report.trust_calibration import calibration_table
 
 LOGIT_MEMBERS = AUTO_MEMBER_SETS[0]
 VARIANTS = {
@@ -37,10 +37,10 @@ def main() -> None:
     methods = tuple(dict.fromkeys(m for members in VARIANTS.values() for m in members))
     con = duckdb.connect(args.db, read_only=True)
     try:
-        table, _ = calibration_table(con, methods=methods)
+        table, keys = calibration_table(con, methods=methods)
     finally:
         con.close()
-    concept = concept_mask(table, CONCEPT_SHIFTS)
+    concept = keys["concept"].to_numpy(dtype=bool)
     records = leave_one_dataset_out(table, member_sets=list(VARIANTS.values()),
                                     evaluate_only=concept)
     keys = {auto_key(m): name for name, m in VARIANTS.items()}

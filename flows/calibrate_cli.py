@@ -1,4 +1,4 @@
-"""``alsa-bench calibrate``: refit the shift-aware bands and ``auto`` from a benchmark database.
+"""``alsa-bench calibrate``: refit the shift-aware bands and ``auto`` from benchmark databases.
 
 The package ships a calibration fit from ``make bench``'s database; a user with their own models
 and shifts refits it from their benchmark (``alsa-bench run`` into a state folder, then this
@@ -20,10 +20,11 @@ def _fail(message: str) -> typer.Exit:
 
 def calibrate_command(
     db: Annotated[
-        Path | None,
+        list[Path] | None,
         typer.Option("--db", metavar="PATH", show_default=False,
-                     help="Benchmark database to learn from (default: the state folder's "
-                          "bench.duckdb)."),
+                     help="Benchmark database to learn from; repeat for several (default: the "
+                          "state folder's bench.duckdb). Only the development groups are fit "
+                          "on: the sealed groups (estimators/trust/sealed.py) never are."),
     ] = None,
     out: Annotated[
         Path | None,
@@ -34,34 +35,42 @@ def calibrate_command(
     evaluate: Annotated[
         bool,
         typer.Option("--evaluate/--no-evaluate",
-                     help="Also print the leave-one-dataset-out evidence (coverage, width, "
-                          "auto's MAE against the best single method)."),
+                     help="Also print the leave-one-group-out evidence on the development "
+                          "groups (coverage, width, auto's MAE against the best single "
+                          "method)."),
     ] = True,
 ) -> None:
-    """Fit the shift-aware bands and auto's combination from a benchmark database."""
+    """Fit the shift-aware bands and auto's combination from one or more benchmark databases."""
     import duckdb
 
     from storage.paths import calibration_path, db_path
-    from tasks.report.trust_calibration import calibrate_database, calibration_table, trust_tables
+    from tasks.report.trust_calibration import (
+        CALIBRATED_METHODS, _complete, calibrate_databases, trust_tables,
+    )
+    from tasks.report.trust_rows import read_trust_rows, split_development
 
-    source = db if db is not None else db_path()
+    sources = list(db) if db else [db_path()]
     target = out if out is not None else calibration_path()
+    where = " ".join(f"--db {s}" for s in sources)
     try:
-        calibration = calibrate_database(source)
+        calibration = calibrate_databases(sources)
     except (FileNotFoundError, ValueError, duckdb.Error) as exc:
-        raise _fail(f"alsa-bench calibrate --db {source}: {exc}") from None
+        raise _fail(f"alsa-bench calibrate {where}: {exc}") from None
     written = calibration.save(target)
-    rows = calibration.source.get("rows_per_dataset", {})
+    rows = calibration.source.get("rows_per_group", {})
+    sealed = calibration.source.get("sealed_groups_left_out", [])
     typer.echo(f"wrote {written} ({calibration.source.get('rows')} target splits from "
-               f"{len(rows)} datasets: {', '.join(f'{k} {v}' for k, v in rows.items())})")
+               f"{len(rows)} development groups: {', '.join(f'{k} {v}' for k, v in rows.items())};"
+               f" sealed groups left out: {', '.join(sealed) or 'none'})")
     if evaluate:
-        con = duckdb.connect(str(source), read_only=True)
-        try:
-            table, _ = calibration_table(con)
-        finally:
-            con.close()
-        tables = trust_tables(table)
-        typer.echo("\nLeave-one-dataset-out: auto against the best single method (MAE, pp)")
+        dev, _ = split_development(read_trust_rows(sources))
+        table, keys = _complete(dev, CALIBRATED_METHODS)
+        if len(set(table.groups.tolist())) < 4:
+            typer.echo("(no leave-one-group-out evidence: it needs at least 4 development "
+                       "groups)")
+            return
+        tables = trust_tables(table, concept=keys["concept"].to_numpy(dtype=bool))
+        typer.echo("\nLeave-one-group-out: auto against the best single method (MAE, pp)")
         typer.echo(tables["auto"].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
         band = tables["band"]
         typer.echo("\nThe shift band of auto, held out (coverage, mean width in pp)")

@@ -47,7 +47,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..core._validation import check_val_inputs
-from ..core.base import DEFAULT_LEVEL, AccuracyEstimate, Estimator
+from ..core.base import DEFAULT_LEVEL, AccuracyEstimate, Estimator, sampling_interval
 from ..core.params import Param, inert_parameters
 from ..core.registry import ESTIMATORS, available_estimators, get_estimator, register
 from .attach_band import fitted_signals, warn_missing_signals
@@ -118,13 +118,17 @@ def _relayed(member: str, into: dict[str, list[str]]) -> Iterator[None]:
 
 def _combine(stack: Any, measured: SignalValues,
              estimates: Mapping[str, float]) -> tuple[float, dict[str, Any]]:
-    """The combination's estimate, or its base member's where a signal is NaN."""
+    """The combination's estimate, or its base member's where a signal it reads is NaN (a
+    model that reads no signal, :class:`~estimators.trust.selector.ShrinkModel`, never falls
+    back)."""
     signals = measured.to_record()
     diagnostics: dict[str, Any] = {
         "members": dict(estimates), "base": getattr(stack, "base", None), "signals": signals,
-        "penalty": getattr(stack, "penalty", None)}
+        "penalty": getattr(stack, "penalty", None),
+        "model": type(stack).__name__, "weight": getattr(stack, "weight", None)}
     base = getattr(stack, "base", None)
-    if measured.problems and isinstance(base, str) and base in estimates:
+    reads_signals = getattr(stack, "reads_signals", True)
+    if reads_signals and measured.problems and isinstance(base, str) and base in estimates:
         diagnostics["signal_problems"] = dict(measured.problems)
         warn_missing_signals(measured.problems, f"auto returns its base member {base}'s "
                              "estimate uncorrected (its correction needs every signal)")
@@ -257,12 +261,17 @@ def auto_from_estimates(
     diagnostics["left_out"] = [m for m in sets[0] if m not in stack.members]
     diagnostics["calibration"] = str(active_calibration_path())
     base = results[stack.base]
+    # auto's own sampling interval, as Estimator.estimate computes it for Auto (around auto's
+    # accuracy, not its base member's: a model that moves the base would else widen the band)
+    val_accuracy = float(np.mean(np.argmax(val_x, axis=1) == val_y))
+    interval = sampling_interval(accuracy, base.n_target, val_accuracy=val_accuracy,
+                                 n_val=len(val_y), level=level)
     band = calibration.bands.get(auto_key(stack.members))
     shift = (math.nan, math.nan)
     if band is not None:
         low, high = band.interval(measured.to_record(), accuracy, level)
         if np.isfinite(low[0]) and np.isfinite(high[0]):
-            shift = (min(float(low[0]), base.interval[0]), max(float(high[0]), base.interval[1]))
+            shift = (min(float(low[0]), interval[0]), max(float(high[0]), interval[1]))
         else:  # a signal the band reads is NaN (attach_band.shift_band does the same)
             warn_missing_signals(measured.problems, "the shift band is [0, 1]: without that "
                                  "signal nothing narrower is known to hold")
@@ -270,5 +279,5 @@ def auto_from_estimates(
     return AccuracyEstimate(
         method="auto", accuracy=accuracy, n_target=base.n_target,
         params={"methods": list(stack.members)}, diagnostics=diagnostics,
-        interval=base.interval, level=level, shift_interval=shift,
+        interval=interval, level=level, shift_interval=shift,
     )

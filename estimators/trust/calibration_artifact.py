@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 
 from ..core.exceptions import CalibrationWarning
 from .shift_band import BandModel, fit_band
-from .shift_signals import PANEL
+from .shift_signals import PANEL, SIGNAL_NAMES
 from .stacking import StackModel, fit_stack
 
 __all__ = [
@@ -301,9 +301,21 @@ class Calibration:
         return cls(bands, stacks, dict(data.get("source", {})),
                    None if default is None else tuple(default))
 
-    def stack_for(self, members: Sequence[str]) -> StackModel:
-        """The combination over ``members`` (raises naming the calibrated sets)."""
+    def stack_for(self, members: Sequence[str]) -> Any:
+        """The combination over ``members`` (raises naming the calibrated sets).
+
+        Where ``alsa-bench calibrate`` chose a model class for ``auto`` by grouped
+        cross-validation (``source["auto_model"]``,
+        :func:`~estimators.trust.selector.auto_model_from_dict`: shrinkage toward the members'
+        median, or a selector) and its members are ``members``, that model; else the ridge
+        stack fit for ``members``.
+        """
         wanted = set(members)
+        chosen = self.source.get("auto_model")
+        if isinstance(chosen, Mapping) and set(chosen.get("members", ())) == wanted:
+            from .selector import auto_model_from_dict
+
+            return auto_model_from_dict(chosen)
         for stack in self.stacks.values():
             if set(stack.members) == wanted:
                 return stack
@@ -441,11 +453,14 @@ def _finite(table: CalibrationTable, names: Sequence[str]) -> NDArray[np.bool_]:
 
 
 def _signals_finite(table: CalibrationTable) -> NDArray[np.bool_]:
-    """Rows whose every signal is a number (a NaN signal is never filled in: the row is left
-    out of the fit, and :func:`fit_calibration` counts it in the artifact)."""
+    """Rows whose every signal the bands and stacks read (:data:`SIGNAL_NAMES`) is a number (a
+    NaN signal is never filled in: the row is left out of the fit, and :func:`fit_calibration`
+    counts it in the artifact). Extra columns a table may carry (meta-features of other model
+    classes) are not read here, so their NaNs leave no row out."""
     ok = np.ones(len(table), bool)
-    for values in table.signals.values():
-        ok &= np.isfinite(values)
+    for name, values in table.signals.items():
+        if name in SIGNAL_NAMES:
+            ok &= np.isfinite(values)
     return ok
 
 

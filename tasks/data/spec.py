@@ -245,6 +245,12 @@ class DatasetSpec:
         Whether the dataset's suite may run in the default benchmark (``alsa-bench run`` with
         no ``--suite``, so ``make bench``). False keeps the whole suite out of it (the zoo:
         :func:`tasks.plan.default_suites`); ``--suite`` still runs it.
+    source_group : str, default "" (the dataset's name)
+        The *source* the dataset's data comes from, the unit of the trust layer's grouped
+        cross-validation and of its sealed test groups (:mod:`estimators.trust.sealed`):
+        datasets that share a source (every Fashion-MNIST variant; the three ParlSpeech V2
+        corpora) name the same group, so that a source never straddles a fold. Empty means
+        the dataset is its own group (it is set to :attr:`name`).
     """
 
     name: str
@@ -280,6 +286,14 @@ class DatasetSpec:
     source_package: str = ""
     licence: str = ""
     in_default_bench: bool = True
+    source_group: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source_group, str):
+            raise ValueError(f"source_group of dataset {self.name!r} must be a string; got "
+                             f"{self.source_group!r}.")
+        if not self.source_group:
+            object.__setattr__(self, "source_group", self.name)
 
     def for_backbone(self, backbone: str) -> DatasetSpec:
         """The spec as ``backbone`` sees it: ``to_inputs`` replaced when

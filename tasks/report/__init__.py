@@ -328,14 +328,15 @@ def _trust_tables(
         table, keys = calibration_table(con)
     except ValueError as exc:
         return None, f"{head}: {' '.join(str(exc).split())} ({later})."
-    table = table.subset(keys["run_key"].isin(set(run_keys)).to_numpy())
+    mine = keys["run_key"].isin(set(run_keys)).to_numpy()
+    table = table.subset(mine)
     names = sorted(np.unique(table.groups).tolist())
     if len(names) < TRUST_MIN_DATASETS:
         held = f"{len(names)} ({', '.join(names)})" if names else "none"
         return None, (f"{head}: it needs target splits from at least {TRUST_MIN_DATASETS} "
                       f"datasets with every label-free method's estimate, and this report "
                       f"has {held}; {later}.")
-    return trust_tables(table), None
+    return trust_tables(table, concept=keys["concept"].to_numpy(dtype=bool)[mine]), None
 
 
 def _synthetic_datasets(db: str | Path | None, datasets: Sequence[str]) -> list[str]:

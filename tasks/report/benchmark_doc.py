@@ -98,7 +98,11 @@ that adding a constant to a row of logits changes nothing, and binary classifier
 
 #: Files of the docs folder appended to docs/BENCHMARK.md when present: measurements that the
 #: pipeline does not make itself (each states the command that produced it).
-BENCHMARK_APPENDICES: tuple[str, ...] = ("benchmark-alsa-spaces.md", "benchmark-cot-baselines.md")
+BENCHMARK_APPENDICES: tuple[str, ...] = (
+    "benchmark-alsa-spaces.md",
+    "benchmark-cot-baselines.md",
+    "benchmark-trust-protocol.md",  # benchmarks/trust_protocol.py
+)
 
 
 def write_benchmark_doc(report_folder: Path, docs_dir: Path) -> Path:

@@ -1,23 +1,27 @@
-"""From a benchmark database to the shift-aware bands and ``auto`` (:mod:`estimators.trust.calibration_artifact`).
+"""From benchmark databases to the shift-aware bands and ``auto`` (:mod:`estimators.trust.calibration_artifact`).
 
 :func:`calibration_table` reads every target split of a database, with each method's estimate,
 its true accuracy and the label-free signals recomputed from the stored logits (the same
-:class:`~estimators.trust.shift_signals.ShiftSignals` a user's ``estimate`` call computes).
-:func:`calibrate_database` fits the artifact (``alsa-bench calibrate``; the shipped one by
-:data:`~estimators.trust.calibration_artifact.REFIT_COMMAND`), and :func:`trust_tables` the
-leave-one-dataset-out evidence of the report's "Which estimate to trust" section.
+:class:`~estimators.trust.shift_signals.ShiftSignals` a user's ``estimate`` call computes); its
+rows are grouped by *source group* (:attr:`tasks.data.spec.DatasetSpec.source_group`) and its
+keys say which rows are a declared concept shift
+(:attr:`tasks.data.families.ShiftFamily.concept_shift`). :func:`calibrate_databases` fits the
+artifact from the *development* groups of one or more databases (``alsa-bench calibrate --db A
+--db B``; the sealed groups of :mod:`estimators.trust.sealed` are never fit on), and
+:func:`trust_tables` the leave-one-group-out evidence of the report's "Which estimate to trust"
+section.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from estimators.trust.calibration_artifact import (
     AUTO_MEMBER_SETS,
@@ -27,159 +31,143 @@ from estimators.trust.calibration_artifact import (
     fit_calibration,
     leave_one_dataset_out,
 )
-from estimators.trust.shift_signals import PANEL, ShiftSignals
-from storage.logits import read_target_logits, read_val
 from tasks.report.benchmark_doc import _git_commit
+from estimators.trust.shift_band import fit_band
+from tasks.report.trust_protocol import fit_model, grouped_cv
+from tasks.report.trust_rows import TrustRows, read_trust_rows, split_development, trust_rows_of
 
-__all__ = ["CONCEPT_SHIFTS", "calibrate_database", "calibration_table", "trust_tables"]
+__all__ = ["AUTO_MODEL_CLASS", "MIN_GROUPS", "calibrate_databases", "calibration_table",
+           "trust_tables"]
 
-#: (dataset, shift family) pairs whose shift changes the meaning of the labels: no label-free
-#: band can see them; they are evaluated (as the counterexample they are) but never fit on.
-CONCEPT_SHIFTS: tuple[tuple[str, str], ...] = (("sotu-party", "temporal"),)
-#: The methods a calibration covers: every label-free method of the benchmark.
+#: The methods a calibration covers by default: every label-free method of the benchmark.
 CALIBRATED_METHODS: tuple[str, ...] = AUTO_MEMBER_SETS[0]
-
-
-def _rows(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    return con.sql(
-        "SELECT r.dataset, r.shift_family, r.run_key, r.split, r.method, r.estimated_accuracy, "
-        "r.true_accuracy, r.interval_low, r.interval_high, r.interval_level FROM report_rows r "
-        "WHERE r.shift_family IS NOT NULL ORDER BY r.run_key, r.split, r.method"
-    ).df()
+#: Development groups (without concept-shift rows) a calibration needs: the penalty of the
+#: combination is chosen leave-one-group-out inside each leave-one-group-out fold of its band.
+MIN_GROUPS = 3
+#: ``auto``'s model class as chosen by the protocol's validation (``benchmarks/trust_protocol.py``,
+#: ``docs/trust/choice.json``); recorded in the artifact's ``source["auto_model"]``.
+AUTO_MODEL_CLASS = "shrinkage toward the members' median"
 
 
 def calibration_table(
     con: duckdb.DuckDBPyConnection, *, methods: Sequence[str] = CALIBRATED_METHODS
 ) -> tuple[CalibrationTable, pd.DataFrame]:
-    """Every target split of the database as calibration rows.
+    """Every target split of the database with an estimate of every one of ``methods``.
 
     Parameters
     ----------
     con : duckdb.DuckDBPyConnection
         Open (read-only is fine) benchmark database.
     methods : sequence of str
-        Methods whose estimates the table carries; a split missing one is dropped.
+        Methods whose estimates a row must carry (the table keeps every method found).
 
     Returns
     -------
     table : CalibrationTable
+        ``groups`` are source groups.
     keys : pandas.DataFrame
-        ``run_key, split, dataset, shift_family`` of each row, in the table's order.
+        ``run_key, split, dataset, shift_family, group, concept`` of each row, in the table's
+        order.
 
     Raises
     ------
     ValueError
         If the database holds no target split with an estimate of every method.
     """
-    rows = _rows(con)
-    rows = rows[rows.method.isin(methods)]
-    wide = rows.pivot_table(index=["run_key", "split"], columns="method",
-                            values="estimated_accuracy", dropna=False)
-    missing = [m for m in methods if m not in wide.columns]
+    return _complete(trust_rows_of(con), methods)
+
+
+def _complete(rows: TrustRows, methods: Sequence[str]) -> tuple[CalibrationTable, pd.DataFrame]:
+    missing = [m for m in methods if m not in rows.table.estimates]
     if missing:
         raise ValueError(
             f"The database has no estimates of {', '.join(missing)}; a calibration needs every "
             f"one of {', '.join(methods)} (run `alsa-bench run` with the default methods)."
         )
-    wide = wide[list(methods)].dropna()
-    if wide.empty:
+    ok = np.ones(len(rows), bool)
+    for m in methods:
+        ok &= np.isfinite(rows.table.estimates[m])
+    if not ok.any():
         raise ValueError("The database holds no target split with an estimate of every "
                          f"method of {', '.join(methods)}; run the benchmark first.")
-    first = rows.groupby(["run_key", "split"]).first()
-    meta = first.loc[wide.index, ["dataset", "shift_family", "true_accuracy"]]
-    low = rows.pivot_table(index=["run_key", "split"], columns="method", values="interval_low",
-                           dropna=False).reindex(wide.index)
-    high = rows.pivot_table(index=["run_key", "split"], columns="method",
-                            values="interval_high", dropna=False).reindex(wide.index)
-    records: list[dict[str, float]] = []
-    for run_key, group in meta.groupby(level=0, sort=False):
-        val_logits, val_labels = read_val(con, str(run_key))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            signals = ShiftSignals().fit(val_logits, val_labels)
-            for _, split in group.index:
-                known = {m: float(wide.loc[(run_key, split), m]) for m in PANEL if m in methods}
-                target = read_target_logits(con, str(run_key), str(split))
-                records.append(signals.transform(target, estimates=known).to_record())
-    sig = pd.DataFrame(records)
-    index = meta.index
-    table = CalibrationTable(
-        groups=meta.dataset.to_numpy(dtype=str),
-        families=meta.shift_family.to_numpy(dtype=str),
-        truth=meta.true_accuracy.to_numpy(dtype=np.float64),
-        signals={c: sig[c].to_numpy(dtype=np.float64) for c in sig.columns},
-        estimates={m: wide[m].to_numpy(dtype=np.float64) for m in methods},
-        sampling={m: (low[m].to_numpy(dtype=np.float64), high[m].to_numpy(dtype=np.float64))
-                  for m in methods if m in low.columns and m in high.columns},
-    )
-    keys = pd.DataFrame({"run_key": index.get_level_values(0), "split": index.get_level_values(1),
-                         "dataset": table.groups, "shift_family": table.families})
-    return table, keys
+    kept = rows.subset(ok)
+    return kept.table, kept.keys
 
 
-def concept_mask(table: CalibrationTable,
-                 concept: Sequence[tuple[str, str]] = CONCEPT_SHIFTS) -> np.ndarray:
-    """Rows of a known concept shift (evaluated, never fit on)."""
-    mask = np.zeros(len(table), bool)
-    for dataset, family in concept:
-        mask |= (table.groups == dataset) & (table.families == family)
-    return mask
-
-
-def calibrate_database(
-    db: str | Path,
-    *,
-    concept: Sequence[tuple[str, str]] = CONCEPT_SHIFTS,
-) -> Calibration:
-    """Fit the bands and ``auto`` from the benchmark database at ``db``.
+def calibrate_databases(dbs: Sequence[str | Path]) -> Calibration:
+    """Fit the bands and ``auto`` from the development groups of the databases ``dbs``.
 
     Parameters
     ----------
-    db : path
-        A benchmark database (``.alsa-bench/bench.duckdb`` or a user's own), opened read-only.
-    concept : sequence of (dataset, family)
-        Known concept shifts: left out of the fit (recorded in the artifact).
+    dbs : sequence of path
+        Benchmark databases (``.alsa-bench/bench.duckdb``, a zoo database, a user's own),
+        opened read-only.
 
     Raises
     ------
     FileNotFoundError
-        If ``db`` does not exist.
+        If a database does not exist.
     ValueError
-        If it holds fewer than 3 datasets with every method's estimates.
+        If they hold fewer than :data:`MIN_GROUPS` development groups (outside the sealed
+        groups and concept-shift rows) with every label-free method's estimates.
     """
-    path = Path(db)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"The --db argument must name a benchmark database file; {str(path)!r} does not exist."
-        )
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        table, _ = calibration_table(con)
-    finally:
-        con.close()
-    excluded = concept_mask(table, concept)
-    fit_rows = table.subset(~excluded)
+    paths = [Path(d) for d in dbs]
+    rows = read_trust_rows(paths)
+    dev, sealed = split_development(rows)
+    table, keys = _complete(dev, CALIBRATED_METHODS)
+    concept = keys.concept.to_numpy(dtype=bool)
+    fit_rows = table.subset(~concept)
     names, counts = np.unique(fit_rows.groups, return_counts=True)
+    if len(names) < MIN_GROUPS:
+        sealed_names = sealed.inputs.group_names()
+        raise ValueError(
+            f"{', '.join(p.name for p in paths)} hold{'s' if len(paths) == 1 else ''} "
+            f"{len(names)} development group(s) ({', '.join(names) or 'none'}) beside "
+            f"{len(sealed_names)} sealed ({', '.join(sealed_names) or 'none'}); a calibration "
+            f"needs at least {MIN_GROUPS}: add databases with --db.")
+    model = fit_model(AUTO_MODEL_CLASS, TrustRows(table, keys))
     source = {
-        "database": path.name,
+        "databases": [p.name for p in paths],
         "commit": _git_commit(),
         "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "rows": int(len(fit_rows)),
-        "rows_per_dataset": {str(k): int(c) for k, c in zip(names, counts)},
-        "excluded_concept_shift_rows": int(excluded.sum()),
-        "excluded_concept_shifts": [f"{d}/{f}" for d, f in concept],
+        "rows_per_group": {str(k): int(c) for k, c in zip(names, counts)},
+        "sealed_groups_left_out": sealed.inputs.group_names(),
+        "excluded_concept_shift_rows": int(concept.sum()),
+        "excluded_concept_shifts": sorted({f"{d}/{f}" for d, f in zip(
+            keys.dataset[concept], keys.shift_family[concept])}),
+        "auto_model": {"class": AUTO_MODEL_CLASS, **_model_dict(model)},
         "level_note": "bands hold for any level in [0.0, 0.998]; calibrated on these rows",
     }
-    return fit_calibration(fit_rows, source=source)
+    members = tuple(CALIBRATED_METHODS)
+    fitted = fit_calibration(fit_rows, source=source, auto_default=members)
+    # auto's band is fit on the out-of-fold errors of the model auto runs (AUTO_MODEL_CLASS),
+    # each group's predictions from a model fit without it
+    fit_keys = keys[~concept].reset_index(drop=True)
+    oof = grouped_cv(TrustRows(fit_rows, fit_keys), [AUTO_MODEL_CLASS])[AUTO_MODEL_CLASS]
+    bands = dict(fitted.bands)
+    bands[auto_key(members)] = fit_band(fit_rows.signals, oof, fit_rows.truth, fit_rows.groups)
+    info = dict(fitted.source)
+    info["auto_band"] = (f"{auto_key(members)}: fit on the out-of-fold estimates of "
+                         f"{AUTO_MODEL_CLASS}")
+    return Calibration(bands, fitted.stacks, info, auto_default=fitted.auto_default)
+
+
+def _model_dict(model: object) -> dict[str, object]:
+    to_dict = getattr(model, "to_dict", None)
+    return dict(to_dict()) if callable(to_dict) else {"method": str(getattr(model, "method"))}
 
 
 def trust_tables(
     table: CalibrationTable,
     *,
-    concept: Sequence[tuple[str, str]] = CONCEPT_SHIFTS,
+    concept: NDArray[np.bool_] | None = None,
     level: float = 0.9,
 ) -> dict[str, pd.DataFrame]:
-    """Leave-one-dataset-out evidence for the report's "Which estimate to trust".
+    """Leave-one-group-out evidence for the report's "Which estimate to trust".
+
+    ``table.groups`` are source groups; ``concept`` marks the rows of declared concept shifts
+    (``calibration_table``'s ``keys.concept``; None: no row is one), evaluated but never fit on.
 
     Returns
     -------
@@ -191,7 +179,10 @@ def trust_tables(
         same MAE comparison per dataset and shift family. Known concept shifts are separate rows
         (dataset ``"<name> (concept shift)"``), evaluated but never fit on.
     """
-    excluded = concept_mask(table, concept)
+    excluded = np.zeros(len(table), bool) if concept is None else np.asarray(concept, bool)
+    if excluded.shape != (len(table),):
+        raise ValueError(f"The 'concept' argument of trust_tables must hold one flag per row "
+                         f"({len(table)}); got shape {excluded.shape}.")
     records = pd.DataFrame(leave_one_dataset_out(table, level=level, evaluate_only=excluded))
     records["dataset"] = np.where(excluded[records.row], records.dataset + " (concept shift)",
                                   records.dataset)
@@ -203,12 +194,13 @@ def trust_tables(
         inside = (records.truth >= records.sampling_low) & (records.truth <= records.sampling_high)
         records["sampling_covered"] = np.where(records.sampling_low.notna(), inside, np.nan)
         records["sampling_width"] = (records.sampling_high - records.sampling_low) * 100
-    singles = [m for m in table.estimates]
     autos = {auto_key(s): "auto" if i == 0 else ("auto (no COT)" if i == 1 else "auto (softmax)")
              for i, s in enumerate(AUTO_MEMBER_SETS)}
     records["method"] = records.method.map(lambda m: autos.get(m, m))
 
     mae = records.pivot_table(index="row", columns="method", values="abs_error")
+    # single methods with an estimate on some row (a score method without a map has none)
+    singles = [m for m in table.estimates if m in mae.columns]
     row_dataset = records.groupby("row").dataset.first()
     row_family = records.groupby("row").family.first()
 
@@ -247,7 +239,9 @@ def trust_tables(
     constant = {}
     for m in singles:
         err = (fit_truth - table.estimates[m][~excluded]) * 100
-        constant[m] = float(np.quantile(err, 0.95) - np.quantile(err, 0.05))
+        err = err[np.isfinite(err)]
+        constant[m] = (float(np.quantile(err, 0.95) - np.quantile(err, 0.05)) if err.size
+                       else np.nan)
     band["constant band width_pp"] = [constant.get(m, np.nan) for m, _ in band.index]
     return {"auto": auto_table.reset_index(names="dataset"),
             "band": band.reset_index(),
@@ -264,8 +258,9 @@ def trust_markdown(tables: dict[str, pd.DataFrame], *, level: float = 0.9) -> st
     parts = [
         "## Which estimate to trust",
         "",
-        "Every number here is **leave-one-dataset-out**: the bands and `auto` are fit on all "
-        "the other datasets and measured on the one left out (`tasks/report/trust_calibration.py`, "
+        "Every number here is **leave-one-group-out**: the bands and `auto` are fit on all "
+        "the other source groups (a source's datasets form one group) and measured on the one "
+        "left out (`tasks/report/trust_calibration.py`, "
         "`estimators/trust/calibration_artifact.py`). `auto` is the ridge correction of ALSA-E learned from "
         "the label-free signals (`estimators/trust/stacking.py`); `auto (no COT)` drops COT's "
         "transport, `auto (softmax)` runs only the five softmax methods. The oracle picks the "
@@ -277,10 +272,11 @@ def trust_markdown(tables: dict[str, pd.DataFrame], *, level: float = 0.9) -> st
         "",
         "Coverage of the true accuracy and mean width (pp) of `shift_interval`, beside the "
         "sampling `interval`'s and the width of the constant band (the pooled 5-95 % "
-        "quantiles of the signed error). The coverage on a dataset left out is *measured*, "
+        "quantiles of the signed error). The coverage on a group left out is *measured*, "
         "not guaranteed: conformal coverage holds for shifts exchangeable with the "
-        "calibration's. A concept shift (the meaning of the labels changes; sotu-party's "
-        "eras) leaves no trace in the logits, and no label-free band covers it.",
+        "calibration's. A concept shift (declared on the dataset's shift family: the meaning "
+        "of the labels changes) leaves no trace in the logits, and no label-free band "
+        "covers it.",
         "",
         fmt(key_methods),
         "",

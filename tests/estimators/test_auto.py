@@ -232,3 +232,25 @@ def test_fit_stack_chooses_the_penalty_without_the_rows_it_is_scored_on() -> Non
     assert np.mean(np.abs(pred - truth)) <= np.mean(np.abs(base - truth)) + 0.002
     with pytest.raises(ValueError, match="at least 2 datasets"):
         fit_stack(sig, est, truth, np.full(n, "a"), members)
+
+
+def test_the_shipped_default_auto_is_the_model_calibrate_chose() -> None:
+    """The shipped artifact records the model class grouped cross-validation chose
+    (``source["auto_model"]``); the default ``auto`` runs it: shrinkage moves ALSA-E toward the
+    members' median by the recorded weight, computed here from the members' own estimates."""
+    chosen = calibration_artifact.active_calibration().source["auto_model"]
+    assert chosen["kind"] == "shrink" and 0.0 <= chosen["weight"] <= 1.0
+    x, y, t = _data(4)
+    fast = {"n_anchors": 40, "max_epochs": 60}
+    members = {m: get_estimator(m, **(fast if m.startswith("alsa") else {})).fit(x, y).estimate(t)
+               for m in chosen["members"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = auto_from_estimates(members, x, y, t)
+    assert result is not None and result.diagnostics["model"] == "ShrinkModel"
+    values = [members[m].accuracy for m in chosen["members"]]
+    base = members[chosen["base"]].accuracy
+    want = base + chosen["weight"] * (float(np.median(values)) - base)
+    assert result.accuracy == pytest.approx(want, abs=1e-12)
+    low, high = result.shift_interval
+    assert low <= result.accuracy <= high

@@ -508,6 +508,9 @@ def load_target_pool_binary(root: Path | str) -> TargetPool:
 #: Registry position of this module's datasets (lower first).
 ORDER: Final[int] = 0
 
+#: The trust layer's source group of every Fashion-MNIST variant (one source of images).
+SOURCE_GROUP: Final[str] = "fashion-mnist"
+
 #: The backbones of the Fashion-MNIST suite (the CIFAR/ImageNet-sized ones need larger images).
 FMNIST_BACKBONES: Final[tuple[str, ...]] = ("mlp", "lenet", "resnet")
 
@@ -517,6 +520,7 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
         name="fmnist",
         suite="fmnist",
         source_package="dataset-fashion-mnist (Debian)",
+        source_group=SOURCE_GROUP,
         licence="MIT (Fashion-MNIST, Zalando SE)",
         description=(
             "Fashion-MNIST, 10 classes; imbalanced 1:3 source, corruptions, label shift, "
@@ -539,6 +543,7 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
         name="fmnist-coarse",
         suite="fmnist",
         source_package="dataset-fashion-mnist (Debian)",
+        source_group=SOURCE_GROUP,
         licence="MIT (Fashion-MNIST, Zalando SE)",
         description=(
             "Fashion-MNIST remapped to 3 coarse classes (tops / footwear / other); "
@@ -561,6 +566,7 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
         name="fmnist-binary",
         suite="fmnist",
         source_package="dataset-fashion-mnist (Debian)",
+        source_group=SOURCE_GROUP,
         licence="MIT (Fashion-MNIST, Zalando SE)",
         description=(
             "Fashion-MNIST as a binary task: upper-body garments vs the rest; the fmnist "

