@@ -98,6 +98,9 @@ GLUE_MODULES: Final[tuple[str, ...]] = (
     "estimators", "estimators.methods.baselines", "estimators.core.plugins",
 )
 
+#: The modules that compute the cache keys: never part of a stage's own key.
+KEY_MODULES: Final[tuple[str, ...]] = ("tasks.stages.versions",)
+
 #: The model-aware methods' own modules (run by the estimate stage for those methods only).
 MODEL_AWARE_MODULES: Final[tuple[str, ...]] = (
     "tasks.stages.model_aware", "tasks.models.gnnevaluator",
@@ -328,7 +331,10 @@ def _stage_closure(
         ) from None
     if dataset is not None:
         roots = roots + dataset_roots(stage, dataset, backbone)
-    return _closure(roots, root, packages=_plugin_tops(roots))
+    # the key machinery itself is not code a stage computes with (tasks.stages.splits imports it
+    # to key its cached splits); following it would reach tasks.methods and so every estimator,
+    # and editing one method would re-run every extract
+    return _closure(roots, root, skip=KEY_MODULES, packages=_plugin_tops(roots))
 
 
 def stage_code_version(

@@ -324,10 +324,17 @@ def test_editing_or_adding_a_method_moves_only_its_own_keys(tmp_path: Path) -> N
             "from .methods import brand_new as _brand_new  # noqa: E402,F401\n")
     assert keys() == before
 
+    stages_before = {s: stage_code_version(s, copy, dataset="fmnist-coarse", backbone="lenet")
+                     for s in ("download", "train", "extract")}
     _append(copy / "estimators" / "methods" / "alsa" / "estimator.py")
     after_alsa = keys()
     moved = {m for m in METHOD_KEYS if after_alsa[m] != before[m]}
     assert moved == {"alsa-g", "alsa-e", "auto"}
+    # no stage before the estimates depends on a method (extract keys its splits through the
+    # key machinery, which is not followed)
+    assert stages_before == {
+        s: stage_code_version(s, copy, dataset="fmnist-coarse", backbone="lenet")
+        for s in ("download", "train", "extract")}
 
     _append(copy / "estimators" / "methods" / "ac.py")
     after_ac = keys()
