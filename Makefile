@@ -5,7 +5,7 @@
 # Variables: PYTHON (interpreter for the venv, >= 3.11), VENV (default .venv),
 # FASHION_MNIST_DIR (folder with the four Fashion-MNIST *.gz files, if not the Debian path),
 # BENCH_ARGS (arguments to `alsa-bench run`; default --seeds 3, the paper's protocol, over every
-# offline suite: fmnist, graph, text, tabular and zoo-tabular; add --fast to leave the reproducible
+# offline suite: fmnist, graph, text and tabular; add --fast to leave the reproducible
 # mode), PYTEST_ARGS (extra arguments to pytest).
 # `make bench` computes in the reproducible mode (pinned CPU kernels: the same numbers on any
 # x86-64 CPU with AVX2) and ends by comparing its numbers with docs/BENCHMARK.md; a difference is
