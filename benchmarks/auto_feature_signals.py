@@ -3,7 +3,7 @@
 ``benchmarks/auto_with_features.py`` asked whether DistCS and ALine help ``auto`` as *members*
 (ridge columns ``estimate - ALSA-E``): they did not. This script asks the other question of
 issue 25, item 4: do the feature methods' label-free *signals* help, as extra columns of the
-ridge correction (:mod:`estimators.stacking`)? The signals, read from the stored estimates'
+ridge correction (:mod:`estimators.trust.stacking`)? The signals, read from the stored estimates'
 diagnostics (no estimator is rerun):
 
 * ``far``: the fraction of target rows DistCS flags as off the training support
@@ -36,9 +36,9 @@ import duckdb
 import numpy as np
 from numpy.typing import NDArray
 
-from estimators.calibration import AUTO_MEMBER_SETS
-from estimators.stacking import fit_correction, stack_features
-from tasks.report.calibration import CONCEPT_SHIFTS, calibration_table, concept_mask
+from estimators.trust.calibration_artifact import AUTO_MEMBER_SETS
+from estimators.trust.stacking import fit_correction, stack_features
+from tasks.report.trust_calibration import CONCEPT_SHIFTS, calibration_table, concept_mask
 
 MEMBERS = AUTO_MEMBER_SETS[0]
 F64 = NDArray[np.float64]
@@ -54,7 +54,7 @@ def diagnostics(con: duckdb.DuckDBPyConnection, method: str, keys) -> list[dict]
 
 def fit_predict(z: F64, base: F64, y: F64, g: NDArray, fit: NDArray[np.bool_],
                 est: Mapping[str, F64], members: tuple[str, ...]) -> F64:
-    """The shipped correction (:func:`~estimators.stacking.fit_correction`) fit on rows
+    """The shipped correction (:func:`~estimators.trust.stacking.fit_correction`) fit on rows
     ``fit``, predicting every row."""
     coef, _ = fit_correction(z[fit], base[fit], y[fit], g[fit],
                              {m: v[fit] for m, v in est.items()}, members)

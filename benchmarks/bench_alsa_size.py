@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from estimators import get_estimator
-from estimators.exceptions import ConvergenceWarning
+from estimators.core.exceptions import ConvergenceWarning
 
 
 def make(

@@ -3,8 +3,8 @@
 Issue 24: with torch's default of one thread per core, a second process computing on one of the
 2 cores slowed ALSA-G's fit at n = 10,000, c = 10, k = 1,000 from 5.9 s to 16.5 s (46-107 s under
 heavier sharing). The estimators now pick their thread count for the work size and the idle cores
-(:mod:`estimators.threads`); the budget (``docs/ARCHITECTURE.md``, DESIGN "Budgets") is a busy fit
-of at most 1.5x the idle fit.
+(:mod:`estimators.core.threads`); the budget (``docs/ARCHITECTURE.md``, DESIGN "Budgets") is a
+busy fit of at most 1.5x the idle fit.
 
 The script fits ALSA-G on synthetic logits (10 Gaussian classes, about 85 % accurate) with
 
@@ -52,7 +52,7 @@ def _fit(z: np.ndarray, y: np.ndarray, target: np.ndarray, anchors: int,
          n_threads: int | None, repeats: int) -> tuple[float, float, int]:
     """Best fit seconds, the estimate, and the threads the fit used."""
     from estimators import get_estimator
-    from estimators.threads import auto_threads
+    from estimators.core.threads import auto_threads
 
     best = np.inf
     accuracy = np.nan
@@ -73,7 +73,7 @@ def main() -> None:
     """Measure and print (see the module docstring)."""
     import torch
 
-    from estimators.threads import busy_cores, usable_cores
+    from estimators.core.threads import busy_cores, usable_cores
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000)

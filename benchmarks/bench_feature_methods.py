@@ -4,7 +4,7 @@ Part 1 times every feature-aware estimator (``estimators.feature_estimators()``)
 defaults on ``--target`` target rows x ``--dim`` features (float32) with ``--val`` validation
 and ``--train`` training rows, ``--classes`` classes: class-clustered features (30 % of the
 target rows noisier, off the training support), logits from a linear head on them. Part 2
-builds :class:`estimators._knn.IVFIndex` on ``--index-rows`` reference rows and measures, on ``--queries`` query rows, the recall of the ``k = 25`` nearest
+builds :class:`estimators.maths._knn.IVFIndex` on ``--index-rows`` reference rows and measures, on ``--queries`` query rows, the recall of the ``k = 25`` nearest
 neighbours against the exact blocked search, the relative error of the mean k-NN distance
 (DistCS's statistic) and the times.
 
@@ -75,7 +75,7 @@ def bench_methods(args) -> None:
 
 
 def bench_index(args) -> None:
-    from estimators._knn import IVFIndex, smallest_k
+    from estimators.maths._knn import IVFIndex, smallest_k
 
     rng = np.random.default_rng(1)
     c, d, n = 100, args.dim, args.index_rows

@@ -818,6 +818,141 @@ def gen_amazon_wilds(root: Path, scale: float, rng: np.random.Generator) -> dict
     return {names[c]: n for c, n in counts.items()}
 
 
+# ----------------------------------------------------------------------------- Tiny ImageNet
+#: Images of the Tiny ImageNet release: training per class, validation, test, and each
+#: Tiny-ImageNet-C folder (corruption x severity).
+TINY_COUNTS: Final[dict[str, int]] = {"train_per_class": 500, "val": 10_000, "test": 10_000,
+                                      "corrupted": 10_000}
+#: Share of Tiny ImageNet's images written greyscale (the release has some; the loader converts).
+TINY_GREY: Final[float] = 0.02
+#: JPEG quality of the generated Tiny ImageNet files (about the release's 2-3 KB per image).
+TINY_QUALITY: Final[int] = 75
+
+_TINY: dict[str, Any] = {}  # per process: the class templates and the Tiny-ImageNet-C base images
+
+
+def _tiny_setup(seed: int, c_labels: np.ndarray) -> None:
+    """Worker initialiser: the class templates and the base images every corruption degrades,
+    both from ``seed`` alone, so every process holds the same ones."""
+    _TINY["tpl"] = templates(np.random.default_rng([seed, 0]), 200, 64, res=8)
+    _TINY["c_base"] = _tiny_render(c_labels, np.random.default_rng([seed, 3]))
+
+
+def _tiny_render(labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return render(_TINY["tpl"], labels, rng, amp=34.0, noise=24.0, distractor=1.0)
+
+
+def _write_jpegs(folder: Path, names: list[str], images: np.ndarray,
+                 rng: np.random.Generator) -> None:
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    grey = rng.random(len(names)) < TINY_GREY
+    for name, image, is_grey in zip(names, images, grey):
+        img = Image.fromarray(image, mode="RGB")
+        (img.convert("L") if is_grey else img).save(folder / name, format="JPEG",
+                                                    quality=TINY_QUALITY)
+
+
+def _tiny_task(task: tuple[Any, ...]) -> tuple[str, int]:
+    """One unit of the Tiny ImageNet generation (run in a worker process, or here)."""
+    from tasks.data.datasets import tinyimagenet as tiny
+
+    kind, root, seed = task[0], Path(task[1]), int(task[2])
+    if kind == "train":
+        label, per_class = int(task[3]), int(task[4])
+        rng = np.random.default_rng([seed, 1, label])
+        wnid = tiny.WNIDS[label]
+        folder = root / tiny.DATASET_DIR / "train" / wnid
+        names = [f"{wnid}_{k}.JPEG" for k in range(per_class)]
+        _write_jpegs(folder / "images", names, _tiny_render(np.full(per_class, label), rng), rng)
+        boxes = rng.integers(0, 64, size=(per_class, 4))
+        lo, hi = np.minimum(boxes[:, :2], boxes[:, 2:]), np.maximum(boxes[:, :2], boxes[:, 2:])
+        (folder / f"{wnid}_boxes.txt").write_text("".join(
+            f"{n}\t{a}\t{b}\t{c}\t{d}\n" for n, (a, b), (c, d) in zip(names, lo, hi)))
+        return kind, per_class
+    if kind in ("val", "test"):
+        start, labels = int(task[3]), np.asarray(task[4])
+        rng = np.random.default_rng([seed, 2 if kind == "val" else 5, start])
+        names = [f"{kind}_{start + k}.JPEG" for k in range(labels.size)]
+        _write_jpegs(root / tiny.DATASET_DIR / kind / "images", names,
+                     _tiny_render(labels, rng), rng)
+        return kind, int(labels.size)
+    corruption, severity, c_labels = str(task[3]), int(task[4]), np.asarray(task[5])
+    rng = np.random.default_rng([seed, 4, tiny.CORRUPTIONS.index(corruption), severity])
+    base = _TINY["c_base"]
+    folder = root / tiny.C_DIR / corruption / str(severity)
+    for sl in _chunks(base.shape[0], 2000):
+        images = corrupt(base[sl], corruption, severity, rng)
+        for label in np.unique(c_labels[sl]):
+            keep = np.flatnonzero(c_labels[sl] == label)
+            _write_jpegs(folder / tiny.WNIDS[int(label)],
+                         [f"test_{sl.start + int(k)}.JPEG" for k in keep], images[keep], rng)
+    return kind, int(base.shape[0])
+
+
+def gen_tinyimagenet(root: Path, scale: float, rng: np.random.Generator,
+                     jobs: int | None = None) -> dict[str, int]:
+    """``tiny-imagenet-200/`` (wnids.txt, words.txt, train/, val/, test/) and ``Tiny-ImageNet-C/``
+    (15 corruptions x 5 severities), 64 x 64 JPEGs in the releases' layout.
+
+    The units (one training class, a thousand validation or test images, one Tiny-ImageNet-C
+    folder) run in ``jobs`` processes (default: every core; 1 runs them here); each unit draws
+    from its own generator seeded by the release's seed and its name, so the files do not depend
+    on ``jobs``.
+    """
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from tasks.data.datasets import tinyimagenet as tiny
+
+    per_class = rows(TINY_COUNTS["train_per_class"], scale, 2)
+    n_val = rows(TINY_COUNTS["val"], scale, 20)
+    n_test = rows(TINY_COUNTS["test"], scale, 20)
+    n_c = rows(TINY_COUNTS["corrupted"], scale, 20)
+    seed = int(rng.integers(0, 2**62))
+    val_labels = balanced_labels(n_val, 200, rng)
+    test_labels = balanced_labels(n_test, 200, rng)
+    c_labels = balanced_labels(n_c, 200, rng)
+    for folder in (tiny.DATASET_DIR, tiny.C_DIR):
+        shutil.rmtree(root / folder, ignore_errors=True)
+    (root / tiny.MANIFEST).unlink(missing_ok=True)
+    base = root / tiny.DATASET_DIR
+    base.mkdir(parents=True)
+    (base / "wnids.txt").write_text("".join(f"{w}\n" for w in tiny.WNIDS))
+    (base / "words.txt").write_text("".join(
+        f"{w}\t{name}\n" for w, name in sorted(zip(tiny.WNIDS, tiny.CLASS_NAMES))))
+    boxes = rng.integers(0, 64, size=(n_val, 4))
+    lo, hi = np.minimum(boxes[:, :2], boxes[:, 2:]), np.maximum(boxes[:, :2], boxes[:, 2:])
+    (base / "val").mkdir()
+    (base / "val" / "val_annotations.txt").write_text("".join(
+        f"val_{k}.JPEG\t{tiny.WNIDS[int(y)]}\t{a}\t{b}\t{c}\t{d}\n"
+        for k, (y, (a, b), (c, d)) in enumerate(zip(val_labels, lo, hi))))
+    key = str(root)
+    tasks: list[tuple[Any, ...]] = [
+        *(("train", key, seed, label, per_class) for label in range(200)),
+        *(("val", key, seed, sl.start, val_labels[sl]) for sl in _chunks(n_val, 1000)),
+        *(("test", key, seed, sl.start, test_labels[sl]) for sl in _chunks(n_test, 1000)),
+        *(("c", key, seed, name, sev, c_labels) for name in tiny.CORRUPTIONS
+          for sev in tiny.SEVERITIES),
+    ]
+    workers = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
+    counts: dict[str, int] = {}
+    if workers == 1:
+        _tiny_setup(seed, c_labels)
+        done = map(_tiny_task, tasks)
+        for kind, n in done:
+            counts[kind] = counts.get(kind, 0) + n
+    else:
+        with ProcessPoolExecutor(workers, mp_context=get_context("forkserver"),
+                                 initializer=_tiny_setup, initargs=(seed, c_labels)) as pool:
+            for kind, n in pool.map(_tiny_task, tasks, chunksize=1):
+                counts[kind] = counts.get(kind, 0) + n
+    return {"train": counts["train"], "val": counts["val"], "test": counts["test"],
+            "tiny-imagenet-c": counts["c"]}
+
+
 # ------------------------------------------------------------------------------------ driver
 #: Generators by dataset registry key.
 DATASETS: Final[dict[str, Callable[[Path, float, np.random.Generator], dict[str, int]]]] = {
@@ -829,11 +964,14 @@ DATASETS: Final[dict[str, Callable[[Path, float, np.random.Generator], dict[str,
     "waterbirds": gen_waterbirds,
     "ogbn-arxiv": gen_ogbn_arxiv,
     "amazon-wilds": gen_amazon_wilds,
+    "tinyimagenet": gen_tinyimagenet,
 }
+#: Generators that run their units in processes (``--jobs``).
+PARALLEL: Final[frozenset[str]] = frozenset({"tinyimagenet"})
 
 
 def generate(dataset: str, root: Path | str, *, scale: float = 1.0, seed: int = 0,
-             force: bool = False) -> Path:
+             force: bool = False, jobs: int | None = None) -> Path:
     """Generate a marked synthetic release of ``dataset`` under the data root ``root``.
 
     Parameters
@@ -849,6 +987,9 @@ def generate(dataset: str, root: Path | str, *, scale: float = 1.0, seed: int = 
     force : bool, default False
         Overwrite files of the dataset that are there without a synthetic marker (a real
         release): refused without it.
+    jobs : int, optional
+        Processes of the generators of :data:`PARALLEL` (default: every core); the files do not
+        depend on it. Other generators run in this process.
 
     Returns
     -------
@@ -887,7 +1028,8 @@ def generate(dataset: str, root: Path | str, *, scale: float = 1.0, seed: int = 
     write_marker(base, dataset, info)  # first: an interrupted generation still marks the root
     rng = np.random.default_rng([int(seed), sum(dataset.encode())])
     t0 = time.perf_counter()
-    counts = DATASETS[dataset](base, float(scale), rng)
+    extra = {"jobs": jobs} if dataset in PARALLEL else {}
+    counts = DATASETS[dataset](base, float(scale), rng, **extra)
     info.update(complete=True, rows=counts, seconds=round(time.perf_counter() - t0, 1),
                 finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     return write_marker(base, dataset, info)
@@ -902,12 +1044,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--force", action="store_true",
                         help="overwrite files of a release that carries no synthetic marker")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="processes for tinyimagenet (default: every core)")
     args = parser.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        print(f"synth_release: --jobs must be an integer >= 1; got {args.jobs}.", file=sys.stderr)
+        return 2
     names = list(DATASETS) if args.dataset == "all" else [args.dataset]
     for name in names:
         t0 = time.perf_counter()
         try:
-            marker = generate(name, args.root, scale=args.scale, seed=args.seed, force=args.force)
+            marker = generate(name, args.root, scale=args.scale, seed=args.seed, force=args.force,
+                              jobs=args.jobs)
         except ValueError as exc:
             print(f"synth_release: {exc}", file=sys.stderr)
             return 2

@@ -46,8 +46,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPClassifier
 
-from estimators.alsa import alsa_predict, fit_alsa_anchors
-from estimators.exceptions import ConvergenceWarning
+from estimators.methods.alsa import alsa_predict, fit_alsa_anchors
+from estimators.core.exceptions import ConvergenceWarning
 
 
 @dataclass
@@ -262,7 +262,7 @@ def fit_variants(quick: bool = False) -> list[tuple[str, Over, Over]]:
 
 def check_base_matches_library() -> None:
     """Fail if BASE is not what ``get_estimator("alsa-g" / "alsa-e")`` uses by default."""
-    from estimators.alsa import ALSAE, ALSAG
+    from estimators.methods.alsa import ALSAE, ALSAG
 
     for cls, kernel in ((ALSAG, "gaussian"), (ALSAE, "exponential")):
         params = cls().get_params()

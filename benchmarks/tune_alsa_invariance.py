@@ -3,9 +3,9 @@
 The paper's ALSA measures cosine distances between *raw* logits, which (a) depends on the
 arbitrary per-row offset of the logits that softmax ignores and (b) for ``c = 2`` sees little
 more than the predicted class. This script compares the spaces of
-:func:`estimators.alsa.canonical_logits` (``raw``, ``centered``, ``logprob``, ``augmented``) and
-the stopping rules (``paper``: eq. 10 alone; ``crossing``: eq. 10 or a small sign change of the
-gap) on tuning problems that share nothing with the benchmark suite:
+:func:`estimators.methods.alsa.canonical_logits` (``raw``, ``centered``, ``logprob``,
+``augmented``) and the stopping rules (``paper``: eq. 10 alone; ``crossing``: eq. 10 or a small
+sign change of the gap) on tuning problems that share nothing with the benchmark suite:
 
 * ``digits`` and ``blobs``: the 10-class problems of ``benchmarks/tune_alsa.py``;
 * ``digits2``: the digits MLP problem relabelled 0-4 / 5-9 (a 2-class head, 2,000 validation
@@ -43,7 +43,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
 from estimators import get_estimator
-from estimators._validation import check_logits
+from estimators.core._validation import check_logits
 from tune_alsa import Problem, blobs_problem, digits_problem
 
 CONFIGS: list[tuple[str, dict[str, Any]]] = [
@@ -125,7 +125,7 @@ def main() -> None:
                         help="multiply the augmented space's tau (tuning of tau only)")
     args = parser.parse_args()
     if args.tau_scale != 1.0:
-        import estimators.alsa.fitting as fitting_module  # where the fit looks tau up
+        import estimators.methods.alsa.fitting as fitting_module  # where the fit looks tau up
 
         base_tau = fitting_module.augmented_tau
         fitting_module.augmented_tau = lambda z: base_tau(z) * args.tau_scale  # type: ignore

@@ -1,6 +1,6 @@
 """Fix the shift gate's defaults (z_low, z_high, covariate method) off the benchmark.
 
-The shift gate (``estimators/shift_gate.py``) blends a label-shift estimate with a
+The shift gate (``estimators/methods/shift_gate.py``) blends a label-shift estimate with a
 covariate-shift method according to a label-shift test's z-score. Its three open choices are
 measured here on the tuning problems of ``benchmarks/tune_alsa.py``, none of which is a dataset
 of the benchmark suites:
@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from estimators import get_estimator  # noqa: E402
-from estimators.shift_gate import gate_weight  # noqa: E402
+from estimators.methods.shift_gate import gate_weight  # noqa: E402
 from tune_alsa import blobs_problem, digits_problem  # noqa: E402
 
 COVARIATE = ("cot", "atc-ne", "alsa-e", "ac")

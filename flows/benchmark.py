@@ -16,10 +16,12 @@ the single DuckDB writer (:mod:`storage.results`); every task pins ``threads_per
 mode's variables in the environment (:func:`tasks.runtime.reproducible.apply_environment`),
 before any task computes here or a local worker starts, and every train, extract and estimate
 task gets the mode as an input (:class:`~tasks.runtime.reproducible.ComputeMode`, part of its
-cache key) and checks that its process computes with it.
-
-Every stage is cached across runs, so a second run with the same parameters finishes in seconds;
-``refresh`` re-runs a stage and everything downstream of it.
+cache key) and checks that its process computes with it. Every stage is
+cached across runs, so a second run with the same parameters finishes in seconds; ``refresh``
+re-runs a stage and everything downstream of it. The estimate stage is one task per run **and
+method** (:func:`tasks.stages.estimate.estimate_task`), keyed on that method's own code
+(:func:`tasks.stages.versions.method_code_version`): adding or editing a method re-runs its
+estimates and the report only. Train and extract are keyed per dataset and backbone.
 
 What a run covers and with which options is decided in :mod:`tasks.plan` (:class:`BenchmarkPlan`,
 :class:`RunOptions`); this module only sequences the stages. The stage flows
@@ -50,6 +52,7 @@ from storage.paths import checkpoint_dir, data_dir, db_path, reports_dir
 from storage.results import results_root
 from tasks.plan import (
     PIPELINE_OPTIONS,
+    suite_modality,
     BenchmarkPlan,
     RunOptions,
     check_until,
@@ -69,7 +72,7 @@ from tasks.runtime.reproducible import (
 )
 from tasks.stages.common import forget_failure_record
 from tasks.stages.download import download_task
-from tasks.stages.estimate import estimate_task
+from tasks.stages.estimate import estimate_task, forget_run_logits
 from tasks.stages.extract import extract_task, prepare_splits_task
 from tasks.stages.healing import (
     StageOutcome,
@@ -81,9 +84,15 @@ from tasks.stages.healing import (
     settle,
     stage_call,
 )
+from tasks.stages.peers import peer_runs, peers_code_version, peers_task
 from tasks.stages.report import report_fingerprint, report_task
 from tasks.stages.train import train_task
-from tasks.stages.versions import STAGES, parse_refresh, stage_code_version
+from tasks.stages.versions import (
+    STAGES,
+    method_code_version,
+    parse_refresh,
+    stage_code_version,
+)
 
 
 @dataclass
@@ -97,6 +106,8 @@ class PipelineResult:
         One per stage task call, in order.
     datasets, checkpoints, logits, estimates : list
         The references each stage returned.
+    peers : list of EstimatesRef
+        The peers step's results (GDE), one per run with a peer (:mod:`tasks.stages.peers`).
     report : ReportRef or None
         The report, when the pipeline ran until ``report``.
     """
@@ -107,6 +118,7 @@ class PipelineResult:
     checkpoints: list[CheckpointRef] = field(default_factory=list)
     logits: list[LogitsRef] = field(default_factory=list)
     estimates: list[EstimatesRef] = field(default_factory=list)
+    peers: list[EstimatesRef] = field(default_factory=list)
     report: ReportRef | None = None
 
     def summary(self) -> dict[str, dict[str, int]]:
@@ -219,12 +231,6 @@ def _pipeline(
     logger = get_run_logger()
     result = PipelineResult(plan=plan)
     compute = current_mode(not options.fast and reproducible_requested())
-    versions = {stage: stage_code_version(stage) for stage in STAGES[: last + 1]}
-    per_dataset = {
-        d: {s: stage_code_version(s, dataset=d)
-            for s in ("download", "train", "extract", "estimate")}
-        for d in plan.datasets
-    }
     db = str(db_path().resolve())
     results = str(results_root(db=db).resolve())
     methods_list = plan_methods(plan, options.methods)
@@ -232,6 +238,12 @@ def _pipeline(
         m: dict(p) for m, p in (options.method_params or {}).items()
         if methods_list is None or m in methods_list
     } or None
+    # the peer methods (GDE) run in the peers step, after every run's logits exist, and so do
+    # ALine-S/-D on the runs that have peers; ProjNorm joins the defaults where it is
+    # affordable (a GPU, or ALSA_BENCH_PROJNORM=on)
+    alone_methods, with_peers_methods = (
+        _run_methods(plan, methods_list, options.device)
+        if last >= STAGES.index("estimate") else ([], []))
     logger.info(
         "Pipeline %s until %s: datasets %s, backbones %s, seeds %s, refresh %s",
         plan.suite, until, list(plan.datasets), list(plan.backbones), list(plan.seeds),
@@ -253,18 +265,28 @@ def _pipeline(
                     outcome.seconds, " (output was missing: re-ran)" if outcome.healed else "")
         return ref
 
+    has_peers = set(peer_runs([f"{d}.{b}.s{s}" for d in plan.datasets
+                               for b in plan.backbones_of(d) for s in plan.seeds]))
     jobs: list[_RunJob] = []
     for dataset in plan.datasets:
         ds = note(*run_stage(
             download_task, "download", fresh, dataset, str(data_dir().resolve()),
-            per_dataset[dataset]["download"], key=dataset, check=output_exists,
+            stage_code_version("download", dataset=dataset), key=dataset, check=output_exists,
         ))
         result.datasets.append(ds)
         if last < STAGES.index("train"):
             continue
         for backbone in plan.backbones_of(dataset):
+            # keys per (dataset, backbone): adding a backbone trains that backbone only
+            train_v = stage_code_version("train", dataset=dataset, backbone=backbone)
+            extract_v = (stage_code_version("extract", dataset=dataset, backbone=backbone)
+                         if last >= STAGES.index("extract") else "")
+            method_jobs = {
+                m: _MethodJob(m, (params or {}).get(m), method_code_version(
+                    m, params=(params or {}).get(m), dataset=dataset, backbone=backbone))
+                for m in alone_methods
+            }
             for seed in plan.seeds:
-                v = per_dataset[dataset]
                 jobs.append(_RunJob(
                     run_key=f"{dataset}.{backbone}.s{seed}",
                     train={
@@ -272,33 +294,105 @@ def _pipeline(
                         "epochs": options.epochs, "max_train_samples": options.max_train_samples,
                         "device": options.device,
                         "checkpoint_dir": str(checkpoint_dir().resolve()),
-                        "code_version": v["train"], "compute": compute,
+                        "code_version": train_v, "compute": compute,
                     },
                     extract={
                         "suite": plan.suite, "db": db, "device": options.device,
-                        "batch_size": options.batch_size, "code_version": v["extract"],
+                        "batch_size": options.batch_size, "code_version": extract_v,
                         "compute": compute, "results": results,
                     },
-                    estimate={"methods": methods_list, "method_params": params,
-                              "code_version": v["estimate"], "compute": compute},
+                    methods=tuple(method_jobs[m] for m in (
+                        with_peers_methods if f"{dataset}.{backbone}.s{seed}" in has_peers
+                        else alone_methods)),
                 ))
     run_jobs = _run_distributed if distributed else _run_sequential
     run_jobs(jobs, result, note, fresh, last, threads, gpu)
+    if last >= STAGES.index("estimate"):
+        _run_peers(result, note, fresh, threads, methods_list, params)
 
     if last == STAGES.index("report"):
         name = options.run_name or plan.suite
-        run_keys = [e.run_key for e in result.estimates]
-        fingerprint = report_fingerprint(result.estimates, run_keys, methods_list)
+        run_keys = list(dict.fromkeys(e.run_key for e in (*result.estimates, *result.peers)))
+        fingerprint = report_fingerprint([*result.estimates, *result.peers], run_keys,
+                                         methods_list)
         result.report = note(*run_stage(
             report_task, "report", fresh, fingerprint, run_keys, db,
             str(reports_dir().resolve()), name, methods_list, options.publish_artifacts,
-            versions["report"], key=name,
+            stage_code_version("report"), key=name,
             check=lambda ref: output_exists(ref, fingerprint=fingerprint),
         ))
     summary = ", ".join(f"{s}: {c['ran']} ran, {c['cached']} cached"
                         for s, c in result.summary().items())
     logger.info("Pipeline done: %s", summary)
     return result
+
+
+def _run_methods(
+    plan: BenchmarkPlan, methods: Sequence[str] | None, device: str,
+) -> tuple[list[str], list[str]]:
+    """The estimate stage's methods for a run without peers and for a run with peers, in order.
+
+    The methods asked for (already narrowed to the plan's modality by
+    :func:`tasks.plan.plan_methods`), or every default method that applies to the modality
+    (:func:`tasks.methods.default_method_names`), ProjNorm among them only where it is
+    affordable (:func:`tasks.methods.projnorm_by_default`). The peer methods (GDE) never run in
+    the estimate stage (the peers step runs them, :func:`_run_peers`); where a run has peers,
+    the methods that read them (ALine-S/-D) run in the peers step too.
+    """
+    from tasks.methods import (
+        default_method_names,
+        methods_for_modality,
+        peer_method_names,
+        peer_reading_method_names,
+        projnorm_by_default,
+        resolve_methods,
+    )
+
+    peer, reading = set(peer_method_names()), set(peer_reading_method_names())
+    if methods is not None:
+        listed = resolve_methods(methods, None)[0]
+    else:
+        modality = suite_modality(plan.suite)
+        listed = [m for m in methods_for_modality(default_method_names(), modality)
+                  if m != "projnorm" or projnorm_by_default(device)]
+    alone = [m for m in listed if m not in peer]
+    return alone, [m for m in alone if m not in reading]
+
+
+def _run_peers(
+    result: PipelineResult, note: Any, fresh: frozenset[str], threads: int,
+    methods: Sequence[str] | None, params: Mapping[str, Mapping[str, Any]] | None,
+) -> None:
+    """The peers step of every run with a peer, once every run's logits are published: GDE
+    against the next seed (cached per run and peer run), ALine-S/-D with every other seed in
+    their family (cached per run and all its peers; runs that store features only).
+
+    The tasks run in this process in both layouts (they compare predictions the logits files
+    hold) and are refreshed with the estimate stage; their files are ingested like the
+    estimate stage's.
+    """
+    from tasks.methods import default_method_names, peer_method_names, peer_reading_method_names
+    from tasks.stages.peers import stores_features
+
+    asked = default_method_names() if methods is None else methods
+    gde = [m for m in asked if m in peer_method_names()]
+    aline = [m for m in asked if m in peer_reading_method_names()]
+    published = {ref.run_key: replace(ref, digest="") for ref in result.logits}
+    for key, peers in peer_runs(list(published)).items():
+        calls = []
+        if gde:
+            calls.append((gde, [published[peers[0]]]))
+        if aline and stores_features(published[key]):
+            calls.append((aline, [published[p] for p in peers]))
+        for wanted, group in calls:
+            own = {m: dict(p) for m, p in (params or {}).items() if m in wanted} or None
+            ref, outcome = run_stage(
+                peers_task, "estimate", fresh, published[key], group, wanted, own,
+                peers_code_version(), threads=threads,
+                key=f"{key}~{'+'.join(g.run_key for g in group)}",
+                check=result_intact, ingest=ingest_result,
+            )
+            result.peers.append(note(ref, replace(outcome, stage="peers")))
 
 
 def _sweep_leftovers(results: str, logger: Any) -> list[Path]:
@@ -351,6 +445,22 @@ def _stage_args(stage_task: Any, **named: Any) -> tuple[Any, ...]:
 
 
 @dataclass(frozen=True)
+class _MethodJob:
+    """One method of a run: its name, its hyper-parameters and its own code version."""
+
+    method: str
+    params: dict[str, Any] | None
+    code_version: str
+
+    @property
+    def model_aware(self) -> bool:
+        """Whether the method reads the trained model (it then gets the checkpoint)."""
+        from tasks.methods import MODEL_AWARE_METHODS
+
+        return self.method in MODEL_AWARE_METHODS
+
+
+@dataclass(frozen=True)
 class _RunJob:
     """One run's stage arguments, by the stage tasks' parameter names (without the upstream
     references and the thread pin).
@@ -358,15 +468,17 @@ class _RunJob:
     Attributes
     ----------
     run_key : str
-    train, extract, estimate : dict
-        Each stage task's own arguments, by name; :meth:`train_args`, :meth:`extract_args` and
-        :meth:`estimate_args` add the upstream references and give them in the task's order.
+    train, extract : dict
+        Each stage task's own arguments, by name; :meth:`train_args` and :meth:`extract_args`
+        add the upstream references and give them in the task's order.
+    methods : tuple of _MethodJob
+        One estimate task each (:meth:`estimate_args`).
     """
 
     run_key: str
     train: dict[str, Any]
     extract: dict[str, Any]
-    estimate: dict[str, Any]
+    methods: tuple[_MethodJob, ...] = ()
 
     @property
     def dataset(self) -> DatasetRef:
@@ -381,9 +493,32 @@ class _RunJob:
         """``extract_task``'s positional arguments for the checkpoint (or its future)."""
         return _stage_args(extract_task, checkpoint=checkpoint, **self.extract)
 
-    def estimate_args(self, logits: Any, checkpoint: Any) -> tuple[Any, ...]:
-        """``estimate_task``'s positional arguments for the logits and checkpoint (or futures)."""
-        return _stage_args(estimate_task, logits=logits, checkpoint=checkpoint, **self.estimate)
+    @property
+    def runs_estimate(self) -> bool:
+        """Whether the estimate stage has a method to run (not when only peer methods, which
+        the peers step runs, were asked for)."""
+        return bool(self.methods)
+
+    def estimate_args(self, logits: Any, checkpoint: Any, job: _MethodJob) -> tuple[Any, ...]:
+        """``estimate_task``'s positional arguments for one method, the logits and (for a
+        model-aware method only) the checkpoint, either of them a future."""
+        return _stage_args(estimate_task, logits=logits, method=job.method, params=job.params,
+                           code_version=job.code_version, compute=self.train["compute"],
+                           checkpoint=checkpoint if job.model_aware else None)
+
+
+def _estimate_key(run_key: str, job: _MethodJob) -> str:
+    return f"{run_key} {job.method}"
+
+
+def _estimate_intact(ref: EstimatesRef | None) -> bool:
+    """An estimate task's result is trusted when its file is intact, or when it published none
+    (a feature method on a run without features)."""
+    return ref is None or result_intact(ref)
+
+
+def _ingest_estimate(ref: EstimatesRef | None) -> EstimatesRef | None:
+    return None if ref is None else ingest_result(ref)
 
 
 def _run_sequential(
@@ -408,14 +543,19 @@ def _run_sequential(
             key=job.run_key, check=result_intact, ingest=ingest_result,
         ))
         result.logits.append(logits)
-        if last < STAGES.index("estimate"):
+        if last < STAGES.index("estimate") or not job.runs_estimate:
             continue
-        est = note(*run_stage(
-            estimate_task, "estimate", fresh,
-            *job.estimate_args(replace(logits, digest=""), ckpt), threads=threads,
-            key=job.run_key, check=result_intact, ingest=ingest_result,
-        ))
-        result.estimates.append(est)
+        published = replace(logits, digest="")
+        for method in job.methods:
+            est = note(*run_stage(
+                estimate_task, "estimate", fresh,
+                *job.estimate_args(published, ckpt, method), threads=threads,
+                key=_estimate_key(job.run_key, method), check=_estimate_intact,
+                ingest=_ingest_estimate,
+            ))
+            if est is not None:
+                result.estimates.append(est)
+        forget_run_logits()  # the next run reads its own file
 
 
 def _run_distributed(
@@ -455,11 +595,13 @@ def _run_distributed(
                                            key=key).submit(
                     *args, threads=threads, wait_for=[prepared[dataset_ref.name]],
                 )
-        if last >= STAGES.index("estimate"):
-            kill_point("estimate")
-            args = job.estimate_args(extracts[key], trains[key])
-            estimates[key] = stage_call(estimate_task, "estimate", fresh, args, pin,
-                                        key=key).submit(*args, threads=threads)
+        if last >= STAGES.index("estimate") and job.runs_estimate:
+            for method in job.methods:
+                kill_point("estimate")
+                args = job.estimate_args(extracts[key], trains[key], method)
+                estimates[(key, method.method)] = stage_call(
+                    estimate_task, "estimate", fresh, args, pin,
+                    key=_estimate_key(key, method)).submit(*args, threads=threads)
     by_key = {job.run_key: job for job in jobs}
     ckpts: dict[str, CheckpointRef] = {}
     published: dict[str, LogitsRef] = {}
@@ -473,7 +615,7 @@ def _run_distributed(
         # a cached checkpoint whose file is gone is retrained here, as the sequential layout does;
         # an extract that already failed on it is re-run on the new one below
         ref, healed = _settled(future, train_task, by_key[key].train_args(), threads, gpu,
-                               check=output_exists)
+                               check=output_exists, key=key)
         ckpts[key] = note(ref, outcome("train", key, future, healed))
         kill_point("train", "end")
     result.checkpoints.extend(ckpts[j.run_key] for j in jobs)
@@ -481,7 +623,7 @@ def _run_distributed(
     for future in as_completed(list(extracts.values())):
         key = next(k for k, f in extracts.items() if f is future)
         ref, healed = _settled(future, extract_task, by_key[key].extract_args(ckpts[key]),
-                               threads, gpu)
+                               threads, gpu, key=key)
         published[key] = ref
         note(ref, outcome("extract", key, future, healed))
         result.logits.append(ingest_result(ref))
@@ -489,26 +631,33 @@ def _run_distributed(
     result.logits.sort(key=lambda r: list(by_key).index(r.run_key))
 
     for future in as_completed(list(estimates.values())):
-        key = next(k for k, f in estimates.items() if f is future)
-        args = by_key[key].estimate_args(published[key], ckpts[key])
-        ref, healed = _settled(future, estimate_task, args, threads, False)
-        note(ref, outcome("estimate", key, future, healed))
-        result.estimates.append(ingest_result(ref))
+        key, name = next(k for k, f in estimates.items() if f is future)
+        method = next(m for m in by_key[key].methods if m.method == name)
+        args = by_key[key].estimate_args(published[key], ckpts[key], method)
+        label = _estimate_key(key, method)
+        ref, healed = _settled(future, estimate_task, args, threads, False,
+                               check=_estimate_intact, key=label)
+        note(ref, replace(outcome("estimate", key, future, healed), key=label))
+        if ref is not None:
+            result.estimates.append(ingest_result(ref))
         kill_point("estimate", "end")
-    result.estimates.sort(key=lambda r: list(by_key).index(r.run_key))
+    order = {(j.run_key, m.method): i for i, (j, m) in
+             enumerate((j, m) for j in jobs for m in j.methods)}
+    result.estimates.sort(key=lambda r: order.get((r.run_key, r.method), len(order)))
 
 
 def _settled(
     future: Any, stage_task: Any, args: tuple[Any, ...], threads: int, gpu: bool,
-    check: Any = result_intact,
+    check: Any = result_intact, key: str = "",
 ) -> tuple[Any, bool]:
     """A finished publishing future's reference, trusted or recomputed by
     :func:`tasks.stages.healing.settle` (the decision the sequential layout makes too).
 
     A reference whose output is gone (``check``: :func:`result_intact` for published files,
-    :func:`output_exists` for checkpoints), or a failed task (an estimate whose upstream logits
-    file was missing), is re-run once with its cache refreshed, on the healed upstream reference;
-    any failure of the re-run is raised.
+    :func:`output_exists` for checkpoints), or a task that failed on a missing or damaged input
+    file (an estimate whose upstream logits file was missing), is re-run once with its cache
+    refreshed, on the healed upstream reference; any failure of the re-run is raised. Any other
+    failure is raised at once (:func:`tasks.stages.healing.future_result`): it is not retried.
     """
 
     def rerun() -> Any:
@@ -516,7 +665,7 @@ def _settled(
             retry = stage_task.with_options(refresh_cache=True).submit(*args, threads=threads)
         return retry.result()
 
-    return settle(stage_task.name, "", future_result(future), check, rerun)
+    return settle(stage_task.name, key, future_result(future), check, rerun)
 
 
 @flow(name="benchmark", description="download → train → extract → estimate → report over a suite",

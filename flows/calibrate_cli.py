@@ -42,7 +42,7 @@ def calibrate_command(
     import duckdb
 
     from storage.paths import calibration_path, db_path
-    from tasks.report.calibration import calibrate_database, calibration_table, trust_tables
+    from tasks.report.trust_calibration import calibrate_database, calibration_table, trust_tables
 
     source = db if db is not None else db_path()
     target = out if out is not None else calibration_path()

@@ -1,5 +1,5 @@
-"""The ``alsa-bench`` command line: ``estimate``, ``run``, ``report``, ``datasets``, ``fetch``
-and ``doctor``.
+"""The ``alsa-bench`` command line: ``estimate``, ``run``, ``report``, ``datasets``, ``fetch``,
+``doctor`` and ``monitor`` (:mod:`flows.monitor_cli`).
 
 ``estimate`` (bring your own logits, :mod:`flows.estimate_cli`) never imports Prefect; ``run``
 and ``report`` import it inside the command, after :func:`flows.configure_environment` has
@@ -25,6 +25,7 @@ Examples
     alsa-bench run                                  # default suite, every backbone, seed 0
     alsa-bench run --backbone lenet --seeds 3       # one backbone, seeds 0, 1, 2
     alsa-bench run --refresh estimate               # re-run estimate and report only
+    alsa-bench run --suite zoo                      # every zoo-* suite (not in the default)
     alsa-bench report --to-docs                     # docs/BENCHMARK.md from the latest report
 """
 
@@ -45,6 +46,7 @@ from flows.calibrate_cli import calibrate_command
 from flows.doctor_cli import doctor_command
 from flows.estimate_cli import estimate_command
 from flows.fetch_cli import datasets_command, fetch_command
+from flows.monitor_cli import monitor_command
 from storage.errors import StorageError
 from tasks.methods import check_method_names
 from tasks.plan import RunOptions, run_option_fields
@@ -63,6 +65,7 @@ app.command("fetch")(fetch_command)
 app.command("datasets")(datasets_command)
 app.command("doctor")(doctor_command)
 app.command("calibrate")(calibrate_command)
+app.command("monitor")(monitor_command)
 
 T = TypeVar("T")
 
@@ -229,11 +232,7 @@ def _run_plans(plans: Sequence[Any], refreshing: Sequence[str], options: RunOpti
         start = time.perf_counter()
         result = _guard(lambda plan=plan: benchmark(**options.flow_kwargs(plan)), user_errors=())
         elapsed = time.perf_counter() - start
-        print_report(result.report)
-        for outcome in result.outcomes:
-            if outcome.healed:
-                typer.echo(f"{outcome.stage} {outcome.key}: its cached output was missing or "
-                           "damaged; recomputed it")
+        print_report(result.report)  # a recomputed stage was said when it ran (healing.settle)
         counts = "; ".join(f"{stage} {c['ran']} ran, {c['cached']} cached"
                            for stage, c in result.summary().items())
         typer.echo(f"Suite {plan.suite} finished in {elapsed:.1f} s ({counts}).")
@@ -343,7 +342,9 @@ def _precheck_online(suites: Sequence[str], datasets: Sequence[str]) -> None:
         return
     from storage.paths import data_dir
     from tasks.data.datasets import DATASETS
+    from tasks.plan import expand_suites
 
+    suites = expand_suites(suites)  # a group (--suite zoo) stands for its suites
     for spec in DATASETS.values():
         if spec.suite in suites and spec.online and (not datasets or spec.name in datasets):
             spec.stage(data_dir())
@@ -362,9 +363,10 @@ def _method_params(
 
 def _check_online(plans: Sequence[Any]) -> None:
     """Fail fast, before Prefect starts, when an online dataset or the pretrained weights a
-    backbone loads (DistilBERT) are not on this machine."""
+    backbone loads (DistilBERT; the COT backbones' ImageNet weights) are not on this machine."""
     from storage.paths import data_dir
     from tasks.data.datasets import get_dataset_spec
+    from tasks.data.finetune_weights import check_weights as check_imagenet_weights
 
     for plan in plans:
         for name in plan.datasets:
@@ -375,6 +377,8 @@ def _check_online(plans: Sequence[Any]) -> None:
                 from tasks.models.backbones.distilbert import check_weights
 
                 check_weights()  # one line: what is missing, where it looked, how to get it
+            # resnet18-ft, resnet50, vgg11: the weights, or ALSA_BENCH_RANDOM_INIT on generated data
+            check_imagenet_weights(plan.backbones_of(name), name, data_dir())
 
 
 def _check_data_provenance(plans: Sequence[Any]) -> None:
@@ -510,9 +514,53 @@ def _report(
         typer.echo(f"Wrote {target}")
 
 
+#: Options whose help names what the registries hold (plugins included): command -> flag -> what.
+REGISTRY_HELP: dict[str, dict[str, str]] = {
+    "run": {"--method": "methods", "--backbone": "backbones"},
+    "estimate": {"--method": "estimators"},
+}
+
+
+def _registered(what: str) -> str:
+    """The registry keys of ``what`` as one help sentence (plugins named as such)."""
+    from estimators import plugin_estimators
+
+    if what == "backbones":
+        from tasks.models.backbones import available_backbones
+
+        keys: Sequence[str] = available_backbones()
+    else:
+        from tasks.methods import all_method_names, estimator_names
+
+        keys = all_method_names() if what == "methods" else estimator_names(features=True)
+    plugins = [k for k in keys if k in plugin_estimators()]
+    tail = f" (from plugins: {', '.join(plugins)})" if plugins else ""
+    return f"Registered: {', '.join(keys)}{tail}."
+
+
+def cli_command(args: Sequence[str] = ()) -> Any:
+    """The ``alsa-bench`` click command for ``args``.
+
+    When ``args`` ask for the help of ``run`` or ``estimate``, the help of their method and
+    backbone options lists every registered key, plugins included (:data:`REGISTRY_HELP`): the
+    registries import torch, so they are read only then, not on every start.
+    """
+    command = typer.main.get_command(app)
+    words = [a for a in args if not a.startswith("-")]
+    if not {"--help", "-h"} & set(args) or not words or words[0] not in REGISTRY_HELP:
+        return command
+    wanted = REGISTRY_HELP[words[0]]
+    for param in command.commands[words[0]].params:  # type: ignore[attr-defined]
+        flag = next((o for o in param.opts if o in wanted), None)
+        if flag is not None:
+            param.help = f"{param.help} {_registered(wanted[flag])}"
+    return command
+
+
 def main(argv: Sequence[str] | None = None) -> Any:
     """Console-script entry point of ``alsa-bench``."""
-    return app(args=list(argv) if argv is not None else None, prog_name="alsa-bench")
+    args = list(argv) if argv is not None else sys.argv[1:]
+    return cli_command(args)(args=args, prog_name="alsa-bench")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The ``estimate`` flow: fit every estimator on each run's validation logits, score its targets.
 
 Runs the upstream stages first (cached). Launch it alone with ``python -m flows.estimate`` or the
-``estimate`` deployment, e.g. after editing an estimator (its code version changes, so the
-cached estimates are recomputed while training and extraction stay cached).
+``estimate`` deployment, e.g. after editing an estimator: its code version changes, so its
+cached estimates (one task per run and method) are recomputed while the other methods',
+training and extraction stay cached.
 """
 
 from __future__ import annotations

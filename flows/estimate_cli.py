@@ -5,7 +5,7 @@ Registered on the CLI's Typer app by ``flows/cli.py`` with
 
     alsa-bench estimate --val val.npz --target week.parquet [-m/--method atc-ne]...
         [--param alsa-g.n_anchors=500]... [--level 0.9] [--inputs logits|probabilities]
-        [--per-class] [--json]
+        [--peer-val peer_val.npz --peer-target peer_week.npz] [--per-class] [--json]
 
 The validation file needs logits and labels; the target file needs logits, and if it also holds
 labels the output adds the true accuracy and the absolute error of each estimate. Without
@@ -23,6 +23,12 @@ and optionally ``train_features`` / ``train_labels`` in the validation ``.npz``
 (:func:`storage.logit_files.load_feature_arrays`). With features in both files the default
 methods include the feature methods that return an accuracy; without them a named feature
 method is skipped with a ``note:`` line on stderr.
+
+GDE (``gde``) needs a peer model: ``--peer-val FILE --peer-target FILE`` give a second model's
+logits (same architecture, same training data, another seed) on the very rows of ``--val`` and
+``--target``, in the same order (labels in them are not read). With both, the default methods
+add GDE, and ALine-S/-D (when features are given too) add the peer to their family of models;
+one without the other is an error; a named GDE without them is skipped with a ``note:`` line.
 """
 
 from __future__ import annotations
@@ -37,9 +43,15 @@ import numpy as np
 import typer
 
 from flows.params import check_method_params, parse_param_options
-from tasks.methods import estimator_names, feature_method_names, skip_feature_methods
+from tasks.methods import (
+    estimator_names,
+    feature_method_names,
+    peer_method_names,
+    skip_feature_methods,
+    skip_peer_methods,
+)
 
-#: Default interval level (:data:`estimators.base.DEFAULT_LEVEL`, copied so that building the
+#: Default interval level (:data:`estimators.core.base.DEFAULT_LEVEL`, copied so that building the
 #: command line does not import the estimators, and with them torch; a test checks the copy).
 DEFAULT_LEVEL = 0.9
 
@@ -65,6 +77,8 @@ def run_estimates(
     params: dict[str, dict[str, Any]] | None = None,
     level: float = DEFAULT_LEVEL,
     inputs: str = "logits",
+    peer_val: Path | None = None,
+    peer_target: Path | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Fit every requested estimator on ``val`` and estimate ``target``.
 
@@ -102,9 +116,10 @@ def run_estimates(
         For unknown methods, unreadable files and inputs the estimators reject.
     """
     from estimators import get_estimator
-    from estimators._features import check_features, check_fit_features
-    from estimators._validation import check_labels, check_logits
-    from estimators.base import check_level
+    from estimators.core._features import check_features, check_fit_features
+    from estimators.core._peers import check_peer_logits
+    from estimators.core._validation import check_labels, check_logits
+    from estimators.core.base import check_level
     from storage.logit_files import load_feature_arrays, load_logit_file
 
     try:
@@ -112,7 +127,7 @@ def run_estimates(
     except ValueError as exc:
         raise _UserError(str(exc)) from None
     # model-aware methods need a trained model, not logit files
-    known = estimator_names(features=True)
+    known = estimator_names(features=True, peers=True)
     # score estimators (mano, nuclear-norm) run only when named: without a score map their
     # accuracy is NaN, shown as "–" next to the score
     chosen = list(dict.fromkeys(methods)) if methods else list(
@@ -135,6 +150,11 @@ def run_estimates(
         raise _UserError(str(exc)) from None
     if inputs not in ("logits", "probabilities"):
         raise _UserError(f"--inputs must be 'logits' or 'probabilities'; got {inputs!r}.")
+    if (peer_val is None) != (peer_target is None):
+        given, missing = (("--peer-val", "--peer-target") if peer_target is None
+                          else ("--peer-target", "--peer-val"))
+        raise _UserError(f"{given} needs {missing}: a peer model's logits on the validation "
+                         "rows and on the target rows, both or neither.")
     try:
         val_logits, val_labels = load_logit_file(val, require_labels=True, inputs=inputs)
         target_logits, target_labels = load_logit_file(
@@ -192,6 +212,29 @@ def run_estimates(
                              else str(exc)) from None
         fit_features = {"val_features": checked.val, "train_features": checked.train,
                         "train_labels": checked.train_labels}
+    have_peers = peer_val is not None and peer_target is not None
+    if not methods and have_peers:
+        chosen += list(peer_method_names())
+    chosen, peer_note = skip_peer_methods(chosen, have_peers,
+                                          "no --peer-val/--peer-target was given")
+    if peer_note is not None:
+        notes.append(f"note: {peer_note}")
+        if not chosen:
+            raise _UserError(f"no method left to run: {peer_note}")
+    peer_kwargs: dict[str, Any] = {}
+    peer_target_kwargs: dict[str, Any] = {}
+    if have_peers:
+        assert peer_val is not None and peer_target is not None
+        try:
+            pv, _ = load_logit_file(peer_val, require_labels=False, inputs=inputs)
+            pt, _ = load_logit_file(peer_target, require_labels=False, inputs=inputs)
+            check_peer_logits(pv, f"{peer_val}: logits", n_rows=val_logits.shape[0],
+                              rows_of=f"{val}: logits", n_classes=n_classes)
+            check_peer_logits(pt, f"{peer_target}: logits", n_rows=target_logits.shape[0],
+                              rows_of=f"{target}: logits", n_classes=n_classes)
+        except ValueError as exc:
+            raise _UserError(str(exc)) from None
+        peer_kwargs, peer_target_kwargs = {"peer_val_logits": pv}, {"peer_target_logits": pt}
     true_accuracy = None
     if target_labels is not None:
         true_accuracy = float(np.mean(target_logits.argmax(axis=1) == target_labels))
@@ -204,14 +247,19 @@ def run_estimates(
             warnings.simplefilter("always")
             try:
                 estimator = get_estimator(name, **params.get(name, {}))
+                # peers go to the methods that read them (GDE, ALine), features to the
+                # feature methods; the table and --json show the shift band (band=True)
+                reads = estimator.needs_peer or estimator.reads_peers
+                fit_peer = peer_kwargs if reads else {}
+                target_peer = peer_target_kwargs if reads else {}
                 if estimator.needs_features:
-                    result = estimator.fit(val_logits, val_labels, **fit_features).estimate(
-                        target_logits, target_features=target_features, level=level
-                    )
+                    result = estimator.fit(val_logits, val_labels, **fit_features,
+                                           **fit_peer).estimate(
+                        target_logits, target_features=target_features, level=level,
+                        band=True, **target_peer)
                 else:
-                    result = estimator.fit(val_logits, val_labels).estimate(
-                        target_logits, level=level
-                    )
+                    result = estimator.fit(val_logits, val_labels, **fit_peer).estimate(
+                        target_logits, level=level, band=True, **target_peer)
             except ValueError as exc:
                 raise _UserError(f"{name}: {exc}") from None
         for w in caught:
@@ -225,7 +273,7 @@ def run_estimates(
             results[name] = result
         rows.append(_row(result, true_accuracy))
     if not methods:  # the default: every method, then auto from their estimates
-        from estimators.auto import auto_from_estimates
+        from estimators.trust.auto import auto_from_estimates
 
         combined = auto_from_estimates(results, val_logits, val_labels, target_logits,
                                        level=level)
@@ -238,7 +286,7 @@ def run_estimates(
 
 
 def _row(result: Any, true_accuracy: float | None) -> dict[str, Any]:
-    """One output record of an :class:`~estimators.base.AccuracyEstimate`."""
+    """One output record of an :class:`~estimators.core.base.AccuracyEstimate`."""
     row = result.to_record()
     row["per_class"] = (None if result.per_class is None
                         else [None if np.isnan(v) else float(v) for v in result.per_class])
@@ -335,8 +383,8 @@ def estimate_command(
         list[str] | None,
         typer.Option("--method", "-m", metavar="NAME",
                      help="Estimator key; repeat for several. Default: every estimator "
-                          "except the scores mano and nuclear-norm (named: score shown, "
-                          "accuracy - unless --param NAME.score_map=[a, b])."),
+                          "except the score methods (named: score shown, accuracy - unless "
+                          "--param NAME.score_map=[a, b]) and the opt-in ones."),
     ] = None,
     param: Annotated[
         list[str] | None,
@@ -359,6 +407,17 @@ def estimate_command(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print a JSON list instead of a table.")
     ] = False,
+    peer_val: Annotated[
+        Path | None,
+        typer.Option("--peer-val", metavar="PEER_VAL", show_default=False,
+                     help="A peer model's logits on the --val rows (same architecture, same "
+                     "training data, another seed), for GDE; needs --peer-target."),
+    ] = None,
+    peer_target: Annotated[
+        Path | None,
+        typer.Option("--peer-target", metavar="PEER_TARGET", show_default=False,
+                     help="The peer model's logits on the --target rows; needs --peer-val."),
+    ] = None,
     inputs: Annotated[
         str,
         typer.Option("--inputs", metavar="KIND",
@@ -378,7 +437,8 @@ def estimate_command(
         )
         raise _fail(f"missing option {missing}; usage: alsa-bench estimate --val VAL "
                     "--target TARGET [--method NAME]... [--param METHOD.NAME=VALUE]... "
-                    "[--level LEVEL] [--inputs logits|probabilities] [--per-class] [--json]")
+                    "[--level LEVEL] [--inputs logits|probabilities] [--peer-val PEER_VAL "
+                    "--peer-target PEER_TARGET] [--per-class] [--json]")
     try:
         level_value: Any = float(level)
     except ValueError:
@@ -386,7 +446,8 @@ def estimate_command(
     try:
         params = parse_param_options(param or [])
         rows, messages = run_estimates(val, target, method, params, level=level_value,
-                                       inputs=inputs)
+                                       inputs=inputs, peer_val=peer_val,
+                                       peer_target=peer_target)
     except ValueError as exc:
         raise _fail(str(exc)) from None
     except _UserError as exc:

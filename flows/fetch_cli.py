@@ -8,8 +8,8 @@ Registered on the CLI's Typer app by ``flows/cli.py`` with
 
 ``fetch`` runs :func:`tasks.data.fetch.fetch_dataset` for each dataset named (all names are checked
 before anything downloads); ``datasets`` prints one row per registered dataset
-(:func:`tasks.catalog.dataset_status`): suite, modality, online/offline, present, size on disk,
-backbones, paper row. User mistakes (an unknown dataset, an offline dataset, one that another
+(:func:`tasks.catalog.dataset_status`): suite (and its group, e.g. ``zoo``), modality,
+online/offline, present, size on disk, backbones, source package, licence, paper row. User mistakes (an unknown dataset, an offline dataset, one that another
 tool downloads) print one line ``error: ...`` on stderr and exit with status 2; a failed
 download or extraction, or a missing package the download needs (ogb for ogbn-arxiv), prints one
 line and exits with status 1. A download shows a byte progress bar on a terminal only (not when
@@ -26,7 +26,13 @@ import typer
 
 from storage.paths import data_dir
 from tasks.catalog import DatasetStatus, dataset_status
-from tasks.data.datasets import DATASETS, available_datasets, get_dataset_spec
+from tasks.data.datasets import (
+    DATASETS,
+    SUITE_GROUPS,
+    available_datasets,
+    get_dataset_spec,
+    group_suites,
+)
 from tasks.data.errors import ChecksumError, DatasetUnavailableError
 from tasks.data.fetch import NothingToFetchError, fetch_dataset
 
@@ -121,7 +127,8 @@ def datasets_command(
         bool, typer.Option("--json", help="Print a JSON list instead of a table.")
     ] = False,
 ) -> None:
-    """List every registered dataset: suite, modality, online, present here, size, backbones."""
+    """List every registered dataset: suite (and group), modality, online, present here, size,
+    backbones, source package, licence."""
     root = data_dir()
     try:
         rows = [dataset_status(name, root) for name in DATASETS]
@@ -144,18 +151,26 @@ def _print_table(rows: list[DatasetStatus], root: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    groups = "; ".join(
+        f"--suite {g} runs {', '.join(group_suites(g))} ({what})"
+        for g, what in SUITE_GROUPS.items() if any(r.group == g for r in rows))
     table = Table(title=f"Datasets (data root {root})",
                   caption="online datasets: `alsa-bench fetch DATASET` downloads them once; "
-                          "synthetic = a generated release, not the real data.")
+                          "synthetic = a generated release, not the real data; suite "
+                          "(group): run with `--suite GROUP`, not by the default benchmark"
+                          + (f". Groups: {groups}." if groups else "."))
     for column, justify in (("dataset", "left"), ("suite", "left"), ("modality", "left"),
                             ("online/offline", "left"), ("present", "left"), ("size", "right"),
-                            ("backbones", "left"), ("paper row", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+                            ("backbones", "left"), ("source package", "left"),
+                            ("licence", "left"), ("paper row", "left")):
+        table.add_column(column, justify=justify,  # type: ignore[arg-type]
+                         no_wrap=column in ("dataset", "suite"))
     for row in rows:
         table.add_row(
-            row.name, row.suite, row.modality, "online" if row.online else "offline",
-            _presence(row), format_size(row.size_bytes),
-            ", ".join(row.backbones), row.paper_row or "-",
+            row.name, f"{row.suite} ({row.group})" if row.group else row.suite, row.modality,
+            "online" if row.online else "offline", _presence(row), format_size(row.size_bytes),
+            ", ".join(row.backbones), row.source_package or "-", row.licence or "-",
+            row.paper_row or "-",
         )
     console = Console(soft_wrap=True)
-    Console(soft_wrap=True, width=max(console.width, 120)).print(table)
+    Console(soft_wrap=True, width=max(console.width, 200)).print(table)

@@ -49,13 +49,13 @@ class EstimateRow:
     code_version : str
         Version of the code that produced the row.
     interval_low, interval_high : float
-        The estimate's sampling interval (:attr:`estimators.base.AccuracyEstimate.interval`);
+        The estimate's sampling interval (:attr:`estimators.core.base.AccuracyEstimate.interval`);
         NaN (stored as NULL) where the method gives none.
     interval_level : float
         Its nominal coverage; NaN where there is no interval.
     shift_low, shift_high : float
         The estimate's shift-aware band at ``interval_level``
-        (:attr:`estimators.base.AccuracyEstimate.shift_interval`); NaN (NULL) where none.
+        (:attr:`estimators.core.base.AccuracyEstimate.shift_interval`); NaN (NULL) where none.
     per_class_json : str or None
         Per predicted class ``{"estimated": [...], "count": [...]}`` (JSON, NaN as null) for
         methods with per-sample probabilities; None otherwise.

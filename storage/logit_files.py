@@ -34,7 +34,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["FEATURE_ARRAYS", "SUPPORTED_SUFFIXES", "load_feature_arrays", "load_logit_file"]
+__all__ = [
+    "FEATURE_ARRAYS", "PROBABILITIES_HINT", "SUPPORTED_SUFFIXES", "load_feature_arrays",
+    "load_logit_file",
+]
 
 SUPPORTED_SUFFIXES: tuple[str, ...] = (".npz", ".parquet")
 _LABEL_COLUMNS: tuple[str, ...] = ("label", "labels")
@@ -48,7 +51,7 @@ def load_feature_arrays(path: str | Path) -> dict[str, NDArray[Any]]:
     """The optional feature arrays of a logit file (:data:`FEATURE_ARRAYS`), as stored.
 
     Returns only the arrays present (an empty dict for a file without features). Values and
-    shapes are the estimators' checks (:mod:`estimators._features`), which name the argument;
+    shapes are the estimators' checks (:mod:`estimators.core._features`), which name the argument;
     this reader refuses only what it cannot read.
 
     Raises
@@ -124,8 +127,13 @@ def load_feature_arrays(path: str | Path) -> dict[str, NDArray[Any]]:
     return {"features": np.column_stack(blocks)}
 
 
+#: What a refusal of probabilities tells the user to do, by default (``alsa-bench estimate``).
+PROBABILITIES_HINT = " Or tell alsa-bench estimate --inputs probabilities."
+
+
 def load_logit_file(
-    path: str | Path, *, require_labels: bool, inputs: str = "logits"
+    path: str | Path, *, require_labels: bool, inputs: str = "logits",
+    probabilities_hint: str = PROBABILITIES_HINT,
 ) -> tuple[NDArray[np.float64], NDArray[np.int64] | None]:
     """Read logits (and labels, if present) from a ``.npz`` or ``.parquet`` file.
 
@@ -138,10 +146,13 @@ def load_logit_file(
     inputs : {"logits", "probabilities"}, default "logits"
         What the file holds. ``"logits"`` refuses an array that reads as probabilities (every
         row non-negative and summing to 1, or a binary column inside [0, 1]:
-        :func:`estimators._validation.looks_like_probabilities`) with a message saying how to
-        pass them; ``"probabilities"`` requires probabilities and returns their logits
-        (:func:`estimators.logits_from_probabilities`: ``log p``, or ``log p - log(1 - p)`` for
-        a binary column).
+        :func:`estimators.core._validation.looks_like_probabilities`) with a message saying how to
+        pass them (ending with ``probabilities_hint``); ``"probabilities"`` requires
+        probabilities and returns their logits (:func:`estimators.logits_from_probabilities`:
+        ``log p``, or ``log p - log(1 - p)`` for a binary column).
+    probabilities_hint : str
+        The last sentence of the refusal of probabilities (how the calling command takes
+        them); default :data:`PROBABILITIES_HINT`.
 
     Returns
     -------
@@ -182,7 +193,7 @@ def load_logit_file(
             f"{file}: unsupported file type {file.suffix or '(no suffix)'!r}; "
             f"expected one of {', '.join(SUPPORTED_SUFFIXES)}."
         )
-    logits = _as_logits(logits, file, inputs)
+    logits = _as_logits(logits, file, inputs, probabilities_hint)
     if labels is None:
         if require_labels:
             raise ValueError(
@@ -297,8 +308,9 @@ def _read_parquet(file: Path) -> tuple[np.ndarray, np.ndarray | None]:
     return np.column_stack(blocks), labels
 
 
-def _as_logits(array: np.ndarray, file: Path, inputs: str = "logits") -> NDArray[np.float64]:
-    from estimators._validation import (
+def _as_logits(array: np.ndarray, file: Path, inputs: str = "logits",
+               hint: str = PROBABILITIES_HINT) -> NDArray[np.float64]:
+    from estimators.core._validation import (
         logits_from_probabilities,
         looks_like_probabilities,
         probabilities_message,
@@ -315,7 +327,7 @@ def _as_logits(array: np.ndarray, file: Path, inputs: str = "logits") -> NDArray
         elif looks_like_probabilities(array):
             raise ValueError(
                 probabilities_message(f"{file}: logits", array.shape)
-                + " Or tell alsa-bench estimate --inputs probabilities."
+                + hint
             )
     if array.ndim == 1 or (array.ndim == 2 and array.shape[1] == 1):
         if array.shape[0] == 0:

@@ -4,20 +4,23 @@ Workers (a Dask worker, another machine) never open the DuckDB file. A stage tha
 result writes it as one Parquet file named by the SHA-256 of its bytes::
 
     <root>/logits/<sha256>.parquet      every split of one run: logits, labels, split rows, run row
-    <root>/estimates/<sha256>.parquet   every (target split, method) estimate of one run
-    <root>/anchors/<sha256>.parquet     ALSA's fitted anchors of that run (named by the estimates)
+    <root>/estimates/<sha256>.parquet   one method's estimates of every target split of a run
+                                        (the pipeline: one file per run and method; an
+                                        ablation's file holds several variants)
+    <root>/anchors/<sha256>.parquet     ALSA's fitted anchors (named by the estimates file)
 
 and the single writer (the flow process) ingests it with :func:`ingest`: the name is checked
 against the bytes, then the run's partition is replaced in **one** transaction with the
 ordinary writers (:func:`storage.logits.write_split`, :func:`storage.estimates.write_estimates`,
 :func:`storage.anchors.write_anchors`) and the hash is recorded in the ``ingested`` table
 (schema v3, :mod:`storage.schema`; one row per file whose rows the database holds; the latest
-``ingested_at`` of a ``(kind, run_key)`` is the file ingested last). Ingesting the file that is
-already current changes nothing. A file whose every row a newer ingest replaced (the run's
-earlier logits file of the same content, e.g. one recomputed by healing; an earlier estimates
-file of the same methods, and the anchors file only it named; a file gone from disk) loses its ``ingested`` row and is deleted, so the
-results folder and ``ingested`` hold one file per distinct content the database holds, however
-often a stage was recomputed.
+``ingested_at`` of a ``(kind, run_key)`` is the file ingested last). Ingesting a file whose
+rows the database already holds (:func:`holds_file`) changes nothing. A file whose every row
+newer ingests replaced (the run's earlier logits file of the same content, e.g. one recomputed
+by healing; an earlier estimates file of the same methods, and the anchors file only it named;
+a file gone from disk) loses its ``ingested`` row and is deleted, so the results folder and
+``ingested`` hold one file per distinct content the database holds, however often a stage was
+recomputed.
 
 The root is ``results_root`` when given, else ``$ALSA_BENCH_RESULTS``, else ``results/`` beside
 the database file. It can be any folder every worker and the flow process see (NFS, a cluster
@@ -71,6 +74,7 @@ __all__ = [
     "ResultFile",
     "anchors_named",
     "current_file",
+    "holds_file",
     "file_sha256",
     "ingest",
     "is_current",
@@ -335,7 +339,7 @@ def _run_meta(run: RunInfo) -> dict[str, Any]:
         "backbone": run.backbone, "seed": int(run.seed), "n_classes": int(run.n_classes),
         "checkpoint_sha256": run.checkpoint_sha256, "code_version": run.code_version,
         "train_seconds": run.train_seconds,
-        # how and where the classifier was computed (schema 6); absent keys read as None, so a
+        # how and where the classifier was computed (schema 7); absent keys read as None, so a
         # file written before them loads unchanged
         **{k: getattr(run, k) for k in _RUN_HOST_FIELDS if getattr(run, k) is not None},
     }
@@ -544,7 +548,10 @@ def write_estimates_file(
         for name in _ESTIMATE_SCHEMA.names
     }
     table = pa.table(columns, schema=_ESTIMATE_SCHEMA)
-    meta = {"kind": "estimates", "run_key": run_key, "anchors": anchors_sha}
+    # the methods in the footer let the writer tell which held file a method's rows come from
+    # without reading the rows (:func:`holds_file`)
+    meta = {"kind": "estimates", "run_key": run_key, "anchors": anchors_sha,
+            "methods": sorted({r.method for r in rows})}
     return _publish(_with_meta(table, meta), root, "estimates", run_key)
 
 
@@ -662,6 +669,101 @@ def is_current(con: duckdb.DuckDBPyConnection, result: ResultFile) -> bool:
     return current_file(con, result.kind, result.run_key) == result.sha256
 
 
+#: Methods of the estimates files read so far, by path: a file's name is the hash of its bytes,
+#: so what a name holds never changes (a file that could not be read is not remembered).
+_METHODS_OF: dict[str, frozenset[str]] = {}
+
+
+def _file_methods(path: Path) -> frozenset[str] | None:
+    """The methods of an estimates file: from its footer, else its ``method`` column; None
+    when the file is gone or unreadable."""
+    known = _METHODS_OF.get(str(path))
+    if known is not None:
+        return known
+    try:
+        raw = (pq.read_schema(path).metadata or {}).get(_META_KEY)
+        meta = json.loads(raw.decode("utf-8")) if raw is not None else None
+        if isinstance(meta, dict) and isinstance(meta.get("methods"), list):
+            found = frozenset(str(m) for m in meta["methods"])
+        else:
+            found = frozenset(pq.read_table(path, columns=["method"]).column("method")
+                              .to_pylist())
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    if len(_METHODS_OF) > 100_000:
+        _METHODS_OF.clear()
+    _METHODS_OF[str(path)] = found
+    return found
+
+
+def _holds_estimates(con: duckdb.DuckDBPyConnection, path: Path, run_key: str, sha: str) -> bool:
+    """Whether the database holds the rows of the estimates file ``path`` (named ``sha``).
+
+    A run may hold several estimates files (one per method in the pipeline, an ablation's
+    variants): the file is on record, and no file of the run ingested after it shares a method
+    with it (that file's rows would have replaced some of its rows). A later file that cannot
+    be read counts as sharing one: the ingest then simply runs again.
+    """
+    if not _has_ingested_table(con):
+        return False
+    shas = [s for (s,) in con.sql(
+        "SELECT sha256 FROM ingested WHERE kind = 'estimates' AND run_key = ? "
+        "ORDER BY ingested_at", params=[run_key]).fetchall()]
+    if sha not in shas:
+        return False
+    later = shas[shas.index(sha) + 1:]
+    if not later:
+        return True
+    mine = _file_methods(path)
+    if mine is None:
+        return False
+    for other in later:
+        theirs = _file_methods(path.parent / f"{other}.parquet")
+        if theirs is None or theirs & mine:
+            return False
+    return True
+
+
+def holds_file(con: duckdb.DuckDBPyConnection, path: str | Path) -> bool:
+    """Whether the database holds the rows of the result file ``path`` as they are in it.
+
+    A logits file: it is the run's current file (:func:`current_file`). An estimates file: it
+    is on record and no estimates file of the run ingested after it holds one of its methods
+    (a run holds one estimates file per method, and an ablation's). The file's bytes are not
+    hashed here (:func:`verify_file` does that).
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+    path : str or Path
+        ``<root>/logits/<sha256>.parquet`` or ``<root>/estimates/<sha256>.parquet``.
+
+    Returns
+    -------
+    bool
+        False also when the file is not a readable result file.
+
+    Raises
+    ------
+    ValueError
+        If the file's folder is not ``logits`` or ``estimates``.
+    """
+    p = Path(path)
+    kind = p.parent.name
+    if kind not in ("logits", "estimates"):
+        raise ValueError(
+            f"path must be a file under <root>/logits/ or <root>/estimates/; got {str(p)!r}."
+        )
+    sha = p.name.removesuffix(".parquet")
+    try:
+        run_key = _peek_run_key(p, kind)
+    except ResultCorruptError:
+        return False
+    if kind == "logits":
+        return current_file(con, kind, run_key) == sha
+    return _holds_estimates(con, p, run_key, sha)
+
+
 def ingest(con: duckdb.DuckDBPyConnection, path: str | Path) -> bool:
     """Ingest a logits or estimates file into the database, idempotently, in one transaction.
 
@@ -699,7 +801,9 @@ def ingest(con: duckdb.DuckDBPyConnection, path: str | Path) -> bool:
             f"path must be a file under <root>/logits/ or <root>/estimates/; got {str(p)!r}."
         )
     sha = verify_file(p)
-    if current_file(con, kind, _peek_run_key(p, kind)) == sha:
+    run_key = _peek_run_key(p, kind)
+    if (current_file(con, kind, run_key) == sha if kind == "logits"
+            else _holds_estimates(con, p, run_key, sha)):
         return False
     if kind == "logits":
         logits = read_logits_file(p, verify=False)
@@ -861,31 +965,33 @@ def _superseded_estimates(
     con: duckdb.DuckDBPyConnection, root: Path, run_key: str, sha: str,
     content: EstimatesContent,
 ) -> list[tuple[str, str]]:
-    """Earlier estimates (and anchors) files of the run whose every row the new file replaces.
+    """Earlier estimates (and anchors) files of the run whose every row newer ones replace.
 
     An estimates ingest replaces the run's rows of the (split, method) pairs it holds, so an
-    earlier file whose pairs are all among them (a re-run of the same methods) is no longer
-    held by the database; one with other methods (an ablation's variants) still is. A file
-    that is gone (quarantined, deleted) is no longer held either. An anchors file is held while
-    a held estimates file names it.
+    earlier file whose pairs are all among those of the new file and of the files ingested
+    after it that are still held (a re-run of the same methods; a run's one-file-per-run
+    estimates replaced by its one-file-per-method ones) is no longer held by the database; one
+    with other methods (an ablation's variants) still is. A file that is gone (quarantined,
+    deleted) is no longer held either. An anchors file is held while a held estimates file
+    names it.
     """
-    new_keys = {(r.split, r.method) for r in content.rows}
+    covered = {(r.split, r.method) for r in content.rows}
     rows = con.sql(
         "SELECT sha256, kind FROM ingested WHERE run_key = ? AND kind IN ('estimates', "
-        "'anchors') AND sha256 <> ?",
+        "'anchors') AND sha256 <> ? ORDER BY ingested_at DESC",
         params=[run_key, sha],
     ).fetchall()
     stale: list[tuple[str, str]] = []
     named = {content.anchors_sha256}
-    for old, what in rows:
+    for old, what in rows:  # newest first: a held file's pairs cover the older files' ones
         if what != "estimates":
             continue
         path = root / "estimates" / f"{old}.parquet"
         keys = _estimate_keys(path) if path.is_file() else set()
-        if keys is not None and keys <= new_keys:
+        if keys is not None and keys <= covered:
             stale.append((old, "estimates"))
         else:
             named.add(anchors_named(path))
+            covered |= keys or set()
     stale += [(old, "anchors") for old, what in rows if what == "anchors" and old not in named]
     return stale
-

@@ -49,7 +49,7 @@ class RunInfo:
         UTC time the row was written; :func:`upsert_run` fills it in when None.
     compute_mode : {"reproducible", "fast"} or None
         How the classifier was trained: with the reproducible mode's pinned kernels, or with the
-        host's own (None: a row written before schema 6).
+        host's own (None: a row written before schema 7).
     compute_settings : str or None
         JSON object of what the training process computed with, read back from the libraries
         (:func:`tasks.runtime.reproducible.effective_settings`: ATen's CPU capability, oneDNN's

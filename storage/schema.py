@@ -15,6 +15,15 @@
               PK(run_key, split, method))
     anchors(run_key, method, anchor_index, position FLOAT[], peak, variance,
             PK(run_key, method, anchor_index))
+    monitor_chunks(chunk_key PK, stream, chunking, chunk_name, source, period_start, period_end,
+                   n_rows, n_classes, content_sha256, first_seen_at, superseded_by,
+                   realized_accuracy, n_labelled, labels_source, labelled_at)
+    monitor_estimates(chunk_key, estimator_key, method, reference_sha256, params_json,
+                      calibration_sha256, estimated_accuracy, shift_low, shift_high,
+                      interval_low, interval_high, interval_level, reference_accuracy,
+                      signals_json, diagnostics_json, alert, alerts_json, realized_accuracy,
+                      run_id, estimate_seconds, created_at, PK(chunk_key, estimator_key))
+    monitor_history  -- view: monitor_estimates joined with monitor_chunks
     report_rows  -- view: one row per (target split, method), with the run's suite, dataset,
                     backbone and seed
 
@@ -41,7 +50,11 @@ to open it writable once):
   (:mod:`storage.features`): ``run_key``, ``split``, ``role`` (val, target, train),
   ``sha256`` (the ``.npy`` file's name), ``labels_sha256`` (the training subsample's labels),
   ``n_rows`` and ``dim``.
-* 6 (issue 35): ``runs`` gains ``compute_mode`` (``reproducible`` or ``fast``),
+* 6 (issue 33): the history of ``alsa-bench monitor`` (:mod:`storage.monitor`):
+  ``monitor_chunks`` (one row per chunk of production logits), ``monitor_estimates`` (one row
+  per chunk and estimator) and the view ``monitor_history`` joining them; ``docs/MONITOR.md``
+  describes every column for BI tools.
+* 7 (issue 35): ``runs`` gains ``compute_mode`` (``reproducible`` or ``fast``),
   ``compute_settings`` (JSON: the kernels and switches the training process computed with),
   ``cpu_model`` and ``cpu_flags`` (the training host's CPU); NULL on rows written before.
 
@@ -57,17 +70,106 @@ import duckdb
 
 from .errors import SchemaVersionError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Version of the tables below; bump it (and add a migration) when a table changes."""
 
 TABLES: tuple[str, ...] = (
     "schema_meta", "runs", "splits", "logits", "estimates", "anchors", "ingested",
-    "feature_files",
+    "feature_files", "monitor_chunks", "monitor_estimates",
 )
 """Every table the schema creates, in creation order."""
 
-VIEWS: tuple[str, ...] = ("report_rows",)
+VIEWS: tuple[str, ...] = ("report_rows", "monitor_history")
 """Every view the schema creates."""
+
+# The monitor's history (schema 6, :mod:`storage.monitor`; every column in docs/MONITOR.md).
+_MONITOR_CHUNKS_DDL = """
+    CREATE TABLE IF NOT EXISTS monitor_chunks (
+        chunk_key         VARCHAR   PRIMARY KEY,
+        stream            VARCHAR   NOT NULL,
+        chunking          VARCHAR   NOT NULL,
+        chunk_name        VARCHAR   NOT NULL,
+        source            VARCHAR   NOT NULL,
+        period_start      TIMESTAMP,
+        period_end        TIMESTAMP,
+        n_rows            BIGINT    NOT NULL,
+        n_classes         INTEGER   NOT NULL,
+        content_sha256    VARCHAR   NOT NULL,
+        first_seen_at     TIMESTAMP NOT NULL,
+        superseded_by     VARCHAR,
+        realized_accuracy DOUBLE,
+        n_labelled        BIGINT,
+        labels_source     VARCHAR,
+        labelled_at       TIMESTAMP
+    )
+"""
+
+_MONITOR_ESTIMATES_DDL = """
+    CREATE TABLE IF NOT EXISTS monitor_estimates (
+        chunk_key          VARCHAR NOT NULL,
+        estimator_key      VARCHAR NOT NULL,
+        method             VARCHAR NOT NULL,
+        reference_sha256   VARCHAR NOT NULL,
+        params_json        VARCHAR NOT NULL,
+        calibration_sha256 VARCHAR,
+        estimated_accuracy DOUBLE,
+        shift_low          DOUBLE,
+        shift_high         DOUBLE,
+        interval_low       DOUBLE,
+        interval_high      DOUBLE,
+        interval_level     DOUBLE,
+        reference_accuracy DOUBLE,
+        signals_json       VARCHAR,
+        diagnostics_json   VARCHAR,
+        alert              BOOLEAN NOT NULL,
+        alerts_json        VARCHAR,
+        realized_accuracy  DOUBLE,
+        run_id             VARCHAR,
+        estimate_seconds   DOUBLE,
+        created_at         TIMESTAMP NOT NULL,
+        PRIMARY KEY (chunk_key, estimator_key)
+    )
+"""
+
+_MONITOR_HISTORY_DDL = """
+    CREATE OR REPLACE VIEW monitor_history AS
+    SELECT
+        c.stream,
+        c.chunking,
+        c.chunk_name,
+        c.source,
+        c.period_start,
+        c.period_end,
+        c.n_rows,
+        c.superseded_by IS NULL AS is_current,
+        e.method,
+        e.estimated_accuracy,
+        e.shift_low,
+        e.shift_high,
+        e.interval_low,
+        e.interval_high,
+        e.interval_level,
+        e.reference_accuracy,
+        e.alert,
+        e.alerts_json,
+        e.realized_accuracy,
+        c.n_labelled,
+        e.realized_accuracy BETWEEN e.shift_low AND e.shift_high AS band_covers_realized,
+        e.realized_accuracy - e.estimated_accuracy AS realized_minus_estimate,
+        e.signals_json,
+        e.chunk_key,
+        e.estimator_key,
+        e.reference_sha256,
+        e.calibration_sha256,
+        e.params_json,
+        c.content_sha256,
+        c.superseded_by,
+        e.run_id,
+        e.created_at AS estimated_at,
+        c.first_seen_at
+    FROM monitor_estimates AS e
+    JOIN monitor_chunks AS c ON c.chunk_key = e.chunk_key
+"""
 
 _DDL: tuple[str, ...] = (
     """
@@ -171,6 +273,9 @@ _DDL: tuple[str, ...] = (
         PRIMARY KEY (run_key, split)
     )
     """,
+    _MONITOR_CHUNKS_DDL,
+    _MONITOR_ESTIMATES_DDL,
+    _MONITOR_HISTORY_DDL,
     """
     CREATE OR REPLACE VIEW report_rows AS
     SELECT
@@ -203,7 +308,7 @@ _DDL: tuple[str, ...] = (
 
 #: Statements that bring a database from version ``v`` to ``v + 1``, by ``v``. The view is
 #: recreated afterwards by the DDL above (``CREATE OR REPLACE``).
-_FEATURE_FILES_DDL = _DDL[-2]
+_FEATURE_FILES_DDL = _DDL[7]
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -228,7 +333,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE estimates ADD COLUMN IF NOT EXISTS shift_high DOUBLE",
     ),
     4: (_FEATURE_FILES_DDL,),
-    5: (
+    5: (_MONITOR_CHUNKS_DDL, _MONITOR_ESTIMATES_DDL),
+    6: (
         "ALTER TABLE IF EXISTS runs ADD COLUMN IF NOT EXISTS compute_mode VARCHAR",
         "ALTER TABLE IF EXISTS runs ADD COLUMN IF NOT EXISTS compute_settings VARCHAR",
         "ALTER TABLE IF EXISTS runs ADD COLUMN IF NOT EXISTS cpu_model VARCHAR",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from storage.paths import data_dir
-from tasks.data.datasets import get_dataset_spec
+from tasks.data.datasets import DatasetSpec, default_suites, get_dataset_spec, suite_group
 from tasks.data.synthetic import is_synthetic
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,8 @@ class DatasetStatus:
     size_bytes : int
         Bytes on disk of those files and folders that exist (folders counted recursively).
     backbones : tuple of str
-        ``spec.backbones``, or every registered backbone of the modality.
+        ``spec.backbones`` (in its order), then the backbones that name the dataset themselves
+        (a plugin's); every registered backbone of the modality when the dataset names none.
     paper_row : str
         Row of the ALSA paper's tables the dataset reproduces ("" if none).
     fetchable : bool
@@ -44,6 +45,14 @@ class DatasetStatus:
     synthetic : bool
         Whether the data root holds a generated release of it (``benchmarks/synth_release.py``,
         marked by :func:`tasks.data.synthetic.marker_path`), not the real one.
+    group : str
+        The suite group whose ``--suite`` runs it (``"zoo"`` for a ``zoo-*`` suite), "" if none.
+    in_default_bench : bool
+        Whether the default benchmark (``alsa-bench run`` with no ``--suite``) runs it.
+    source_package : str
+        The package that ships the data, or ``"generated"`` ("" if not declared).
+    licence : str
+        The data's licence ("" if not declared).
     """
 
     name: str
@@ -56,6 +65,10 @@ class DatasetStatus:
     paper_row: str
     fetchable: bool
     synthetic: bool = False
+    group: str = ""
+    in_default_bench: bool = True
+    source_package: str = ""
+    licence: str = ""
 
     def to_record(self) -> dict[str, Any]:
         """A JSON-ready dict with stable keys (``backbones`` as a list)."""
@@ -83,7 +96,7 @@ def dataset_status(name: str, root: Path | str | None = None) -> DatasetStatus:
     ValueError
         If ``name`` is not registered.
     """
-    from tasks.models.backbones import available_backbones  # imports torch
+    from tasks.models.backbones import backbones_for  # imports torch
 
     spec = get_dataset_spec(name)
     base = Path(root) if root is not None else data_dir()
@@ -100,11 +113,14 @@ def dataset_status(name: str, root: Path | str | None = None) -> DatasetStatus:
         online=spec.online,
         present=bool(paths) and len(existing) == len(paths),
         size_bytes=sum(_size_on_disk(p) for p in _outermost(existing)),
-        backbones=tuple(spec.backbones) if spec.backbones is not None
-        else available_backbones(spec.modality),
+        backbones=_backbones(spec, backbones_for(spec)),
         paper_row=spec.paper_row,
         fetchable=bool(spec.sources),
         synthetic=is_synthetic(base, spec.name),
+        group=suite_group(spec.suite),
+        in_default_bench=spec.suite in default_suites(),
+        source_package=spec.source_package,
+        licence=spec.licence,
     )
 
 
@@ -116,6 +132,13 @@ def _outermost(paths: list[Path]) -> list[Path]:
         if not any(path.is_relative_to(k) for k in kept):
             kept.append(path)
     return kept
+
+
+def _backbones(spec: DatasetSpec, applying: tuple[str, ...]) -> tuple[str, ...]:
+    """The dataset's own list first (in its order), then the backbones naming the dataset."""
+    own = [b for b in spec.backbones or () if b in applying]
+    return (*own, *[b for b in applying if b not in own]) if spec.backbones is not None \
+        else applying
 
 
 def _size_on_disk(path: Path) -> int:

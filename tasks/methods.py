@@ -6,9 +6,15 @@ Two kinds of method share the ``estimates`` table:
   (:func:`estimators.available_estimators`) owns their names, their flags (score methods that need
   a score map, opt-in methods) and their hyper-parameter declarations;
 * the **model-aware** methods, which need the trained model and the dataset as well as the logits
-  (GNNEvaluator on graphs, :mod:`tasks.models.gnnevaluator`), run by the estimate stage
-  (:mod:`tasks.stages.model_aware`). :data:`MODEL_AWARE_METHODS` says which modalities each
-  applies to.
+  (GNNEvaluator on graphs, :mod:`tasks.models.gnnevaluator`; ProjNorm on images,
+  :mod:`tasks.models.projnorm`), run by the estimate stage (:mod:`tasks.stages.model_aware`).
+  :data:`MODEL_AWARE_METHODS` says which modalities each applies to; ProjNorm is among a run's
+  default methods only where it is affordable (:func:`projnorm_by_default`).
+
+Among the estimators, the **peer methods** (``needs_peer``: GDE) need a second run of the same
+dataset and backbone with another seed; the estimate stage leaves them to the peers stage
+(:mod:`tasks.stages.peers`), which runs them for every dataset × backbone with two seeds or
+more (:func:`peer_method_names`).
 
 This module is the only place that turns method names into a list to run
 (:func:`resolve_methods`), checks a method name (:func:`check_method_names`), narrows a list to
@@ -34,6 +40,9 @@ from typing import Any, Final
 
 __all__ = [
     "MODEL_AWARE_METHODS",
+    "MODEL_AWARE_MODULES",
+    "MODEL_AWARE_SCORES",
+    "PROJNORM_ENV",
     "all_method_names",
     "build_estimator",
     "check_method_names",
@@ -42,30 +51,101 @@ __all__ = [
     "estimator_names",
     "feature_method_names",
     "methods_for_modality",
+    "peer_method_names",
+    "peer_reading_method_names",
+    "projnorm_by_default",
     "model_aware_config",
     "resolve_methods",
     "skip_feature_methods",
+    "skip_peer_methods",
 ]
 
 #: Model-aware method name -> the modalities it applies to.
-MODEL_AWARE_METHODS: Final[dict[str, tuple[str, ...]]] = {"gnnevaluator": ("graph",)}
+MODEL_AWARE_METHODS: Final[dict[str, tuple[str, ...]]] = {
+    "gnnevaluator": ("graph",), "projnorm": ("image",),
+}
+#: The model-aware methods that give a score, not an accuracy (mapped by the report as the
+#: score estimators are: :mod:`tasks.report.scores`).
+MODEL_AWARE_SCORES: Final[tuple[str, ...]] = ("projnorm",)
+#: Model-aware method name -> the module that implements it (part of the estimate stage's
+#: code version for the datasets it applies to).
+MODEL_AWARE_MODULES: Final[dict[str, str]] = {
+    "gnnevaluator": "tasks.models.gnnevaluator", "projnorm": "tasks.models.projnorm",
+}
+#: The environment variable that switches ProjNorm into (``on``) or out of (``off``) a run's
+#: default methods; ``auto`` (the default): in where the run's device is a GPU.
+PROJNORM_ENV: Final[str] = "ALSA_BENCH_PROJNORM"
 
 
 def estimator_names(
-    *, scores: bool = True, opt_in: bool = True, features: bool = False
+    *, scores: bool = True, opt_in: bool = True, features: bool = False, peers: bool = False
 ) -> tuple[str, ...]:
     """The estimators of :mod:`estimators` (logits in, accuracy out), in registry order.
 
     The one reader of :func:`estimators.available_estimators`: ``scores`` keeps the score
-    estimators (``mano``, ``nuclear-norm``), ``opt_in`` the opt-in ones (``shift-gate``),
-    ``features`` the ones that need feature arrays (``distcs``, ``aline-s``, ``aline-d``,
-    ``dispersion``: :func:`feature_method_names`). ``alsa-bench estimate`` offers these
+    estimators (``mano``, ``nuclear-norm``, ``entropy``), ``opt_in`` the opt-in ones
+    (``shift-gate``), ``features`` the ones that need feature arrays (``distcs``, ``aline-s``,
+    ``aline-d``, ``dispersion``: :func:`feature_method_names`), ``peers`` the ones that need a
+    peer model (``gde``: :func:`peer_method_names`). ``alsa-bench estimate`` offers these
     (model-aware methods need a trained model).
     """
     from estimators import available_estimators
 
     return tuple(available_estimators(include_scores=scores, include_opt_in=opt_in,
-                                      include_features=features))
+                                      include_features=features, include_peers=peers))
+
+
+def peer_method_names() -> tuple[str, ...]:
+    """The estimators that need a peer model (``needs_peer``), in registry order.
+
+    Among the pipeline's default methods: the peers stage (:mod:`tasks.stages.peers`) runs
+    them on every run whose dataset × backbone has another seed; the estimate stage never
+    does. ``alsa-bench estimate`` runs them with ``--peer-val`` / ``--peer-target``.
+
+    >>> peer_method_names()
+    ('gde',)
+    """
+    from estimators import peer_estimators
+
+    return tuple(peer_estimators())
+
+
+def peer_reading_method_names() -> tuple[str, ...]:
+    """The estimators that add peer models to their computation when given (``reads_peers``:
+    ALine-S, ALine-D). Where a run has peers, the peers step runs them with every other seed
+    of the run's dataset × backbone in their family of models, instead of the estimate stage.
+
+    >>> peer_reading_method_names()
+    ('aline-s', 'aline-d')
+    """
+    from estimators import ESTIMATORS
+
+    return tuple(k for k, cls in ESTIMATORS.items() if getattr(cls, "reads_peers", False))
+
+
+def skip_peer_methods(
+    methods: Sequence[str], have_peers: bool, why: str
+) -> tuple[list[str], str | None]:
+    """Drop the peer methods of ``methods`` when no peer model is at hand.
+
+    Returns
+    -------
+    kept : list of str
+        ``methods`` without the peer methods (all of them when ``have_peers``).
+    note : str or None
+        One line naming the skipped methods and why, or None when none was skipped.
+
+    >>> skip_peer_methods(["ac", "gde"], False, "no --peer-val/--peer-target was given")
+    (['ac'], "skipped gde: it needs a peer model (the same architecture trained with another seed), and no --peer-val/--peer-target was given.")
+    """
+    needs = set(peer_method_names())
+    skipped = [m for m in methods if m in needs]
+    if have_peers or not skipped:
+        return list(methods), None
+    verb = "it needs" if len(skipped) == 1 else "they need"
+    return ([m for m in methods if m not in needs],
+            f"skipped {', '.join(skipped)}: {verb} a peer model (the same architecture trained "
+            f"with another seed), and {why}.")
 
 
 def feature_method_names() -> tuple[str, ...]:
@@ -75,8 +155,8 @@ def feature_method_names() -> tuple[str, ...]:
     whose backbone has no linear output layer; a CLI file without a ``features`` array) they are
     skipped with a note (:func:`skip_feature_methods`).
 
-    >>> feature_method_names()
-    ('distcs', 'aline-s', 'aline-d', 'dispersion')
+    >>> "distcs" in feature_method_names() and "alsa-g" not in feature_method_names()
+    True
     """
     from estimators import feature_estimators
 
@@ -119,18 +199,20 @@ def all_method_names() -> tuple[str, ...]:
     maps scores to accuracies on each run's labelled corruption family
     (:mod:`tasks.report.scores`), apart from the methods that estimate accuracy themselves.
     """
-    return (*estimator_names(features=True), *MODEL_AWARE_METHODS)
+    return (*estimator_names(features=True, peers=True), *MODEL_AWARE_METHODS)
 
 
 def default_method_names() -> tuple[str, ...]:
     """The methods a run uses when none is named: :func:`all_method_names` without the opt-in
     estimators (``shift-gate``, ``auto``), which run only with ``--method``. The feature
-    methods (:func:`feature_method_names`) come last; a run whose extract stage stored no
-    features (:mod:`storage.features`) skips them with a note."""
+    methods (:func:`feature_method_names`) come next; a run whose extract stage stored no
+    features (:mod:`storage.features`) skips them with a note. The peer methods
+    (:func:`peer_method_names`: GDE) come last, run by the peers stage where a run has a
+    peer."""
     logit_only = estimator_names(opt_in=False, features=False)
     with_features = [m for m in estimator_names(opt_in=False, features=True)
                      if m not in logit_only]
-    return (*logit_only, *MODEL_AWARE_METHODS, *with_features)
+    return (*logit_only, *MODEL_AWARE_METHODS, *with_features, *peer_method_names())
 
 
 def check_method_names(methods: Sequence[str], *, argument: str = "methods") -> list[str]:
@@ -253,15 +335,54 @@ def methods_for_modality(
     return kept
 
 
+def projnorm_by_default(device: str = "auto") -> bool:
+    """Whether ProjNorm is among a run's default methods: where it is affordable.
+
+    ProjNorm fine-tunes the network once per target split (:mod:`tasks.models.projnorm`): on a
+    GPU, with the authors' 500 steps, seconds per split; on two CPU cores even at a tenth of the
+    steps about a second per split for the offline suites' small networks and far more for
+    ResNets (docs/PERFORMANCE.md, "ProjNorm"). So it is in the default methods where the run's
+    device is a GPU, and runs on the CPU only when named (``--method projnorm``) or switched
+    on with ``ALSA_BENCH_PROJNORM=on`` (``off`` keeps it out everywhere; ``auto``, the default,
+    decides by the device).
+
+    Raises
+    ------
+    ValueError
+        If ``ALSA_BENCH_PROJNORM`` is set to anything but ``on``, ``off`` or ``auto``.
+    """
+    import os
+
+    value = os.environ.get(PROJNORM_ENV, "auto").strip().lower()
+    if value not in ("on", "off", "auto"):
+        raise ValueError(f"{PROJNORM_ENV} must be on, off or auto; got {value!r}.")
+    if value != "auto":
+        return value == "on"
+    from tasks.runtime.devices import resolve_device
+
+    return resolve_device(device).type == "cuda"
+
+
+def _config_class(method: str) -> Any:
+    if method == "gnnevaluator":
+        from tasks.models.gnnevaluator import GNNEvaluatorConfig
+
+        return GNNEvaluatorConfig
+    from tasks.models.projnorm import ProjNormConfig
+
+    return ProjNormConfig
+
+
 def model_aware_config(method: str, params: Mapping[str, Any], seed: int = 0) -> Any:
     """The configuration object of a model-aware method, validated.
 
     Parameters
     ----------
-    method : {"gnnevaluator"}
+    method : {"gnnevaluator", "projnorm"}
         Which method.
     params : mapping
-        Its hyper-parameters (fields of :class:`tasks.models.gnnevaluator.GNNEvaluatorConfig`).
+        Its hyper-parameters (fields of :class:`tasks.models.gnnevaluator.GNNEvaluatorConfig`
+        or :class:`tasks.models.projnorm.ProjNormConfig`).
     seed : int, default 0
         The seed, unless ``params`` sets one.
 
@@ -274,20 +395,19 @@ def model_aware_config(method: str, params: Mapping[str, Any], seed: int = 0) ->
         raise ValueError(
             f"method must be one of {', '.join(MODEL_AWARE_METHODS)}; got {method!r}."
         )
-    from tasks.models.gnnevaluator import GNNEvaluatorConfig
-
-    known = {f.name for f in fields(GNNEvaluatorConfig)}
+    config = _config_class(method)
+    known = {f.name for f in fields(config)}
     unknown = sorted(set(params) - known)
     if unknown:
         raise ValueError(
-            f"method_params['gnnevaluator'] has unknown parameter(s) {unknown}; known: "
+            f"method_params[{method!r}] has unknown parameter(s) {unknown}; known: "
             f"{', '.join(sorted(known))}."
         )
     values = {"seed": int(seed), **params}
     for key, value in list(values.items()):
         if isinstance(value, list):
             values[key] = tuple(value)
-    return GNNEvaluatorConfig(**values)
+    return config(**values)
 
 
 def check_method_params(
@@ -351,7 +471,7 @@ def build_estimator(method: str, params: Mapping[str, Any], run_seed: int) -> An
 
     Returns
     -------
-    estimators.base.Estimator
+    estimators.core.base.Estimator
         Unfitted.
 
     Raises
@@ -360,7 +480,7 @@ def build_estimator(method: str, params: Mapping[str, Any], run_seed: int) -> An
         If the method or a parameter is unknown.
     """
     from estimators import get_estimator
-    from estimators.params import inert_parameters
+    from estimators.core.params import inert_parameters
 
     estimator = get_estimator(method, **params)
     if "seed" in estimator.get_params() and "seed" not in params:

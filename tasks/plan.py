@@ -28,6 +28,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final
 
+from tasks.data.datasets import SUITE_GROUPS, default_suites, group_suites
 from tasks.methods import methods_for_modality
 from tasks.runtime.reproducible import MODE_ENV, PINNED_THREADS
 from tasks.stages.versions import REFRESH_ALL, STAGES, parse_refresh
@@ -37,7 +38,11 @@ __all__ = [
     "PIPELINE_OPTIONS",
     "BenchmarkPlan",
     "RunOptions",
+    "SUITE_GROUPS",
     "check_until",
+    "default_suites",
+    "expand_suites",
+    "group_suites",
     "last_stage_needs_runs",
     "make_plan",
     "make_plans",
@@ -61,18 +66,21 @@ def suite_datasets(suite: str) -> tuple[str, ...]:
     Raises
     ------
     ValueError
-        If no dataset belongs to ``suite`` (the message lists the suites).
+        If no dataset belongs to ``suite`` (the message lists the suites and the groups).
     """
     from tasks.data.datasets import DATASETS, available_suites
 
     names = tuple(name for name, spec in DATASETS.items() if spec.suite == suite)
     if not names:
-        raise ValueError(f"suite must be one of {', '.join(available_suites())}; got {suite!r}.")
+        groups = f"; or a group: {', '.join(SUITE_GROUPS)}" if SUITE_GROUPS else ""
+        raise ValueError(
+            f"suite must be one of {', '.join(available_suites())}{groups}; got {suite!r}."
+        )
     return names
 
 
 def suite_modality(suite: str) -> str:
-    """The modality of a suite's datasets (a suite never mixes modalities).
+    """The modality of a suite's datasets (a suite never mixes modalities; a group may).
 
     Raises
     ------
@@ -87,23 +95,29 @@ def suite_modality(suite: str) -> str:
     return modalities.pop()
 
 
-def offline_suites() -> tuple[str, ...]:
-    """Suites whose every dataset installs offline (``make bench``'s default), registry order."""
-    from tasks.data.datasets import DATASETS, available_suites
+def expand_suites(suites: Sequence[str]) -> list[str]:
+    """``suites`` with every group replaced by its suites (:func:`group_suites`), in order,
+    each suite once; names that are not groups are kept as given (checked later)."""
+    out: list[str] = []
+    for name in suites:
+        out.extend(group_suites(name) if name in SUITE_GROUPS else (name,))
+    return list(dict.fromkeys(out))
 
-    return tuple(
-        s for s in available_suites()
-        if all(not spec.online for spec in DATASETS.values() if spec.suite == s)
-    )
+
+def offline_suites() -> tuple[str, ...]:
+    """The default benchmark's suites (:func:`default_suites`; the name is kept for callers):
+    every dataset offline, none kept out of the default like the zoo."""
+    return default_suites()
 
 
 def _suite_help() -> str:
     from tasks.data.datasets import available_suites
 
-    offline = offline_suites()
+    offline = default_suites()
     default = ", ".join(offline[:-1]) + " and " + offline[-1] if len(offline) > 1 else offline[0]
-    return (f"Benchmark suite (repeatable): {', '.join(available_suites())}; default every "
-            f"offline suite ({default}).")
+    groups = "".join(f"; {g} runs every {g}-* suite ({what})" for g, what in SUITE_GROUPS.items())
+    return (f"Benchmark suite (repeatable): {', '.join(available_suites())}{groups}; default "
+            f"every offline suite ({default}).")
 
 
 # ------------------------------------------------------------------------------------ options
@@ -296,11 +310,13 @@ class BenchmarkPlan:
     seeds: tuple[int, ...]
 
     def backbones_of(self, dataset: str) -> tuple[str, ...]:
-        """The plan's backbones that apply to ``dataset`` (:meth:`DatasetSpec.applies`)."""
+        """The plan's backbones that apply to ``dataset``
+        (:func:`tasks.models.backbones.backbones_for`)."""
         from tasks.data.datasets import get_dataset_spec
+        from tasks.models.backbones import backbones_for
 
-        spec = get_dataset_spec(dataset)
-        return tuple(b for b in self.backbones if spec.applies(b))
+        applies = backbones_for(get_dataset_spec(dataset))
+        return tuple(b for b in self.backbones if b in applies)
 
     @property
     def run_keys(self) -> list[str]:
@@ -370,7 +386,7 @@ def make_plan(
         modality, a name repeats, or the seeds are invalid; the message lists the valid values.
     """
     from tasks.data.datasets import get_dataset_spec
-    from tasks.models.backbones import available_backbones, check_backbone
+    from tasks.models.backbones import available_backbones, backbones_for, check_backbone
 
     suite_names = suite_datasets(suite)
     modality = suite_modality(suite)
@@ -385,10 +401,9 @@ def make_plan(
                 f"got {list(datasets)!r}."
             )
     specs = [get_dataset_spec(d) for d in chosen]
+    applying = {b for s in specs for b in backbones_for(s)}
     if backbones is None or len(backbones) == 0:
-        chosen_b = tuple(
-            b for b in available_backbones(modality) if any(s.applies(b) for s in specs)
-        )
+        chosen_b = tuple(b for b in available_backbones(modality) if b in applying)
     else:
         chosen_b = tuple(_unique(backbones, "backbones"))
         valid = available_backbones()
@@ -400,9 +415,8 @@ def make_plan(
             )
         for name in chosen_b:
             check_backbone(name, modality, chosen[0])
-            if not any(s.applies(name) for s in specs):
-                takes = sorted({b for s in specs for b in available_backbones(modality)
-                                if s.applies(b)})
+            if name not in applying:
+                takes = sorted(applying)
                 raise ValueError(
                     f"backbone {name!r} does not apply to dataset(s) {', '.join(chosen)} "
                     f"(they take {', '.join(takes)})."
@@ -421,10 +435,13 @@ def make_plans(
 ) -> list[BenchmarkPlan]:
     """Plans for several suites at once (the CLI's repeatable ``--suite``).
 
-    With no suites, every offline suite (:func:`offline_suites`) is a candidate; then explicit
-    ``backbones`` and ``datasets`` pick the suites they belong to (``--backbone gat`` alone
-    runs the graph suite). With explicit suites every given backbone must fit some suite and
-    every suite must get one; each suite keeps the given backbones of its modality.
+    With no suites, every suite of the default benchmark (:func:`default_suites`) is a
+    candidate; then explicit ``backbones`` and ``datasets`` pick the suites they belong to
+    (``--backbone gat`` alone runs the graph suite). A group (``zoo``, :data:`SUITE_GROUPS`)
+    stands for its suites, which are candidates in the same way: ``--suite zoo --backbone
+    gcn`` runs the zoo's graph suites. With explicitly named suites every given backbone must
+    fit some suite and every named suite must get one; each suite keeps the given backbones of
+    its modality.
 
     Raises
     ------
@@ -435,7 +452,9 @@ def make_plans(
     from tasks.models.backbones import available_backbones, get_backbone_spec
 
     explicit = suites is not None and len(suites) > 0
-    chosen = list(_unique(suites, "suites")) if explicit else list(offline_suites())
+    given = _unique(suites, "suites") if explicit else []
+    chosen = expand_suites(given) if explicit else list(default_suites())
+    named = {s for s in given if s not in SUITE_GROUPS}  # suites named, not through a group
     for s in chosen:
         suite_datasets(s)
     if datasets:
@@ -447,6 +466,7 @@ def make_plans(
                     f"datasets must belong to the chosen suites ({', '.join(chosen)}); got "
                     f"{', '.join(map(repr, stray))}."
                 )
+            chosen = [s for s in chosen if s in wanted or s in named]
         if explicit:
             idle = [s for s in chosen if s not in wanted]
             if idle:
@@ -475,7 +495,7 @@ def make_plans(
                             for s in chosen) + "."
             )
         if explicit or datasets:
-            empty = [s for s in chosen if not fits[s]]
+            empty = [s for s in chosen if not fits[s] and (s in named or not explicit)]
             if empty:
                 s = empty[0]
                 raise ValueError(

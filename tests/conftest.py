@@ -1,34 +1,10 @@
-"""Test-wide isolation: every test process gets its own state and Prefect folders.
-
-The environment is set before anything imports Prefect (settings are read at import time), so no
-test reads or writes the developer's ``.alsa-bench/`` or ``~/.prefect``; the reproducible
-mode's variables before numpy and torch load.
-"""
+"""Fixtures shared by the tests (the isolation of the state and Prefect folders is set up by
+the repository's root ``conftest.py``, for the doctests of the four packages too)."""
 
 from __future__ import annotations
 
-import os
-import tempfile
-
-# The reproducible mode's variables before numpy or torch load (the libraries read them once per
-# process), as `import flows` does in every pipeline process: the stage tasks the tests run
-# in-process check that their process computes with them (tasks/runtime/reproducible.py).
-from tasks.runtime.reproducible import apply_environment
-
-apply_environment(True)
-
-_root = tempfile.mkdtemp(prefix="alsa-bench-tests-")
-os.environ["ALSA_BENCH_HOME"] = os.path.join(_root, "state")
-os.environ["ALSA_BENCH_REPORTS"] = os.path.join(_root, "reports")
-os.environ["PREFECT_HOME"] = os.path.join(_root, "prefect-home")
-os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = os.path.join(_root, "state", "prefect-results")
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-os.environ.pop("PREFECT_API_URL", None)
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pytest
 
 # ``--doctest-modules`` (pyproject) imports every module it collects: the helper modules of the
 # tests (fakes, tiny suites, fixture writers) have no examples, and some register a dataset when

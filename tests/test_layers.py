@@ -30,20 +30,27 @@ PACKAGES = ("flows", "tasks", "storage", "estimators")
 #: Layers from the top down; each layer is a tuple of sibling groups (dotted-name prefixes).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("flows",),
-    ("tasks.plan",),
+    ("tasks.plan", "tasks.monitor"),
     ("tasks.stages",),
     ("tasks.report",),
     ("tasks.methods", "tasks.catalog"),
     ("tasks.models",),
     ("tasks.data.targets", "tasks.data.fetch"),
     ("tasks.data.datasets", "tasks.data.shifts"),
+    ("tasks.data.finetune_weights",),
     ("tasks.data.families", "tasks.data.temporal", "tasks.data.pretrained_weights",
      "tasks.data.feature_cache"),
     ("tasks.data.spec", "tasks.data.files", "tasks.data.errors", "tasks.data.graphs",
-     "tasks.data.texts", "tasks.data.synthetic", "tasks.data"),
+     "tasks.data.texts", "tasks.data.tables", "tasks.data.synthetic", "tasks.data"),
     ("tasks.runtime", "tasks"),
     ("storage",),
+    # inside estimators/: the package top (it wires the trust layer into the core's band slot),
+    # the trust layer, the three method folders (siblings), shared maths, the core
     ("estimators",),
+    ("estimators.trust",),
+    ("estimators.methods", "estimators.scores", "estimators.features"),
+    ("estimators.maths",),
+    ("estimators.core",),
 )
 
 
@@ -103,9 +110,10 @@ def test_every_product_module_has_a_layer() -> None:
     assert not missing, f"modules outside every layer of tests/test_layers.py: {missing}"
 
 
-def test_no_import_against_the_layer_order() -> None:
+def _against_the_order(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of ``graph`` that points up the layers or across to a sibling group."""
     bad = []
-    for source, targets in sorted(GRAPH.items()):
+    for source, targets in sorted(graph.items()):
         src = _group(source)
         for target in sorted(targets):
             dst = _group(target)
@@ -115,7 +123,40 @@ def test_no_import_against_the_layer_order() -> None:
                 bad.append(f"{source} -> {target} (imports upward: {src[1]} is below {dst[1]})")
             elif dst[0] == src[0] and dst[1] != src[1]:
                 bad.append(f"{source} -> {target} (siblings {src[1]} and {dst[1]} stay apart)")
+    return bad
+
+
+def test_no_import_against_the_layer_order() -> None:
+    bad = _against_the_order(GRAPH)
     assert not bad, "imports against the layer order:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("source, target, why", [
+    # the core reaching the trust layer (what Estimator.fit's band hook used to be)
+    ("estimators.core.base", "estimators.trust.calibration_artifact", "imports upward"),
+    ("estimators.maths.temperature", "estimators.methods.ac", "imports upward"),
+    ("estimators.methods.ac", "estimators.trust.shift_signals", "imports upward"),
+    ("estimators.features.dispersion", "estimators.scores.mano", "stay apart"),
+    ("estimators.methods.cot", "estimators.features.distcs", "stay apart"),
+    ("estimators.trust.auto", "estimators", "imports upward"),
+    ("storage.paths", "tasks.plan", "imports upward"),
+])
+def test_the_order_check_catches(source: str, target: str, why: str) -> None:
+    assert source in MODULES and target in MODULES
+    graph = {name: set(targets) for name, targets in GRAPH.items()}
+    graph[source].add(target)
+    bad = [line for line in _against_the_order(graph) if line.startswith(f"{source} -> ")]
+    assert len(bad) == 1 and bad[0].startswith(f"{source} -> {target} ") and why in bad[0], bad
+
+
+def test_estimators_layers_read_from_the_files() -> None:
+    """The graph holds the real arrows between the layers of estimators/ (a parse that lost
+    them would pass the order check vacuously)."""
+    assert "estimators.core.base" in GRAPH["estimators.methods.ac"] or any(
+        t.startswith("estimators.core.") for t in GRAPH["estimators.methods.ac"])
+    assert any(t.startswith("estimators.maths.") for t in GRAPH["estimators.methods.ac"])
+    assert any(t.startswith("estimators.trust.") for t in GRAPH["estimators"])
+    assert not any(t.startswith("estimators.trust") for t in GRAPH["estimators.core.base"])
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -184,6 +225,11 @@ def test_cycle_finder(graph: dict[str, set[str]], expected: list[list[str]]) -> 
 
 def test_groups_resolve_by_longest_prefix() -> None:
     assert _group("tasks.data.datasets.cifar") == (7, "tasks.data.datasets")
-    assert _group("tasks.data.spec") == (9, "tasks.data.spec")
-    assert _group("tasks.runtime.threads") == (10, "tasks.runtime")
+    assert _group("tasks.data.finetune_weights") == (8, "tasks.data.finetune_weights")
+    assert _group("tasks.data.spec") == (10, "tasks.data.spec")
+    assert _group("tasks.runtime.threads") == (11, "tasks.runtime")
     assert _group("flows.cli") == (0, "flows")
+    assert _group("estimators") == (13, "estimators")
+    assert _group("estimators.trust.auto") == (14, "estimators.trust")
+    assert _group("estimators.methods.alsa.kernels") == (15, "estimators.methods")
+    assert _group("estimators.core.base") == (17, "estimators.core")

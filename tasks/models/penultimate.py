@@ -1,7 +1,7 @@
 """The penultimate representation of any backbone: the input of its output layer.
 
-The feature-aware estimators (:mod:`estimators.distcs`, :mod:`estimators.aline`,
-:mod:`estimators.dispersion`) read what the classifier's last linear layer reads: the pooled
+The feature-aware estimators (:mod:`estimators.features.distcs`, :mod:`estimators.features.aline`,
+:mod:`estimators.features.dispersion`) read what the classifier's last linear layer reads: the pooled
 512 features of a ResNet18, the hidden units of an MLP or of a MiniLM head, a GNN's node
 embedding (``NodeClassifier.embed``), DistilBERT's pooled output. Every backbone of this project
 ends in an ``nn.Linear`` whose output *is* the model's output, so one rule finds it without a

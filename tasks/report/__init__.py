@@ -13,10 +13,12 @@ stages above it):
 * :mod:`.stats`: R² against y = x, Pearson ρ, the best of a row, number cells;
 * :mod:`.tables`: :func:`build_report_tables` and the tables of the paper from ``report_rows``;
 * :mod:`.per_class`: per-class MAE (reads the target logits and labels);
-* :mod:`.scores`: the score methods (MaNo, nuclear norm) mapped on a labelled meta-set;
+* :mod:`.scores`: the score methods (MaNo, nuclear norm, Entropy, ProjNorm) mapped on a
+  labelled meta-set;
 * :mod:`.markdown`: the terminal table and ``report.md``;
 * :mod:`.figures` and :mod:`.alsa_figure`: every matplotlib figure;
 * :mod:`.artifacts`: the Prefect artifacts (Prefect imported there only);
+* :mod:`.cot_table`: the COT paper's Table 1 (R², Spearman ρ) and Table 2 (MAE) beside ours;
 * :mod:`.paper_table` and :mod:`.benchmark_doc`: ``docs/BENCHMARK.md`` against the paper.
 
 The names other code imports from ``tasks.report`` are re-exported here.
@@ -190,6 +192,7 @@ def write_report(
             tables["per_class_table"] = per_class_wide(per_class)
         anchor_figs = anchor_figures(con, tables["rows"]) if anchor_plots else []
         trust = _trust_tables(con, tables["rows"]["run_key"].unique().tolist())
+        cot = _cot_metrics(con, tables["rows"], scores)
         provenance = run_provenance(con, tables["rows"]["run_key"].unique().tolist())
     from tasks.report.features import feature_comparison
 
@@ -230,6 +233,7 @@ def write_report(
     if features is not None:
         for grouping, table in features.items():
             table.to_csv(folder / f"features_by_{grouping}.csv", index=False)
+    cot.to_csv(folder / "cot_metrics.csv", index=False)
 
     pngs: list[tuple[str, str, bytes]] = []
     rows = tables["rows"]
@@ -259,13 +263,16 @@ def write_report(
                         f"(benchmarks/synth_release.py), for measuring cost only.")
     md = render_markdown(tables, title=heading, images=[(c, f) for c, f, _ in pngs], notes=notes)
     if trust is not None:
-        from tasks.report.calibration import trust_markdown
+        from tasks.report.trust_calibration import trust_markdown
 
         md = md.rstrip("\n") + "\n\n" + trust_markdown(trust)
     if features is not None:
         from tasks.report.features import feature_markdown
 
         md = md.rstrip("\n") + "\n\n" + feature_markdown(features)
+    from tasks.report.cot_table import cot_markdown
+
+    md = md.rstrip("\n") + "\n\n" + cot_markdown(cot, synthetic=synthetic)
     if synthetic:
         md = f"{BANNER}\n\n{md}"
     (folder / "report.md").write_text(md, encoding="utf-8")
@@ -280,12 +287,24 @@ def write_report(
     return ReportRef(name=name, folder=str(folder.resolve()))
 
 
+def _cot_metrics(con: Any, rows: pd.DataFrame, scores: Sequence[str]) -> pd.DataFrame:
+    """The COT paper's R², ρ and MAE of these runs (:mod:`tasks.report.cot_table`), the score
+    methods' quantities read from their stored scores."""
+    from tasks.report.cot_table import SCORE_METHODS, cot_metrics, cot_quantities
+    from tasks.report.scores import map_scores, read_score_rows
+
+    wanted = [m for m in scores if m in SCORE_METHODS]
+    mapped = (map_scores(read_score_rows(con, wanted, rows["run_key"].unique().tolist()))
+              if wanted else None)
+    return cot_metrics(cot_quantities(rows, mapped))
+
+
 def _trust_tables(con: Any, run_keys: Sequence[str]) -> dict[str, pd.DataFrame] | None:
     """The "Which estimate to trust" tables over these runs (leave-one-dataset-out), or None
     where they cannot be measured (fewer than 3 datasets with every label-free method)."""
     import numpy as np
 
-    from tasks.report.calibration import calibration_table, trust_tables
+    from tasks.report.trust_calibration import calibration_table, trust_tables
 
     try:
         table, keys = calibration_table(con)

@@ -2,7 +2,7 @@
 
 :func:`anchor_figures` reads a run's stored anchors and hyper-parameters from DuckDB and draws
 them with :func:`plot_alsa_anchors`; the fitted surface :math:`q(z)` comes from
-:func:`estimators.alsa.anchors_surface`, which owns ALSA's defaults.
+:func:`estimators.methods.alsa.anchors_surface`, which owns ALSA's defaults.
 """
 
 from __future__ import annotations
@@ -174,10 +174,10 @@ def anchor_figures(con: Any, rows: pd.DataFrame) -> list[tuple[str, "Figure"]]:
 
 def _fitted_alsa(con: Any, run_key: str, method: str) -> tuple[Any, Any]:
     """A run's stored ALSA anchors and its q(z) under the hyper-parameters it was fitted with
-    (:func:`estimators.alsa.anchors_surface`: ALSA's own defaults for what the row lacks)."""
+    (:func:`estimators.methods.alsa.anchors_surface`: ALSA's own defaults for what the row lacks)."""
     import json
 
-    from estimators.alsa import anchors_surface
+    from estimators.methods.alsa import anchors_surface
     from storage.anchors import read_anchors
     from storage.estimates import read_estimates
 

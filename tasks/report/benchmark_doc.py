@@ -83,10 +83,12 @@ No hyper-parameter was chosen with target labels:
 - GNNEvaluator's settings (meta-graph count, reference nodes, optimiser) were set on synthetic
   graphs in its tests and bounded for cost (`tasks/models/gnnevaluator.py`).
 
-The score methods (MaNo, nuclear norm) are the exception the protocol of their papers makes: a
-score-to-accuracy line fitted on a *labelled* meta-set, here each run's own corruption family
-(leave one corruption type out for the corruption splits themselves). They are reported in a
-section of their own and never ranked with the label-free methods.
+The score methods (MaNo, nuclear norm, Entropy, ProjNorm) are the exception the protocol of
+their papers makes: a score-to-accuracy line fitted on a *labelled* meta-set, here each run's own
+corruption family (leave one corruption type out for the corruption splits themselves). They are
+reported in a section of their own and never ranked with the label-free methods. GDE compares
+each run with the next seed's run of the same dataset and backbone (the last seed with the
+first); it needs two seeds or more.
 
 ALSA runs in its canonical space by default (centred logits plus one constant coordinate, so
 that adding a constant to a row of logits changes nothing, and binary classifiers are not blind;
@@ -96,7 +98,7 @@ that adding a constant to a row of logits changes nothing, and binary classifier
 
 #: Files of the docs folder appended to docs/BENCHMARK.md when present: measurements that the
 #: pipeline does not make itself (each states the command that produced it).
-BENCHMARK_APPENDICES: tuple[str, ...] = ("benchmark-alsa-spaces.md",)
+BENCHMARK_APPENDICES: tuple[str, ...] = ("benchmark-alsa-spaces.md", "benchmark-cot-baselines.md")
 
 
 def write_benchmark_doc(report_folder: Path, docs_dir: Path) -> Path:

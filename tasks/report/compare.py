@@ -368,7 +368,7 @@ def _reason(own: pd.Series | None, ref: pd.Series | None) -> str:
         return "no record of how one side was computed"
     a, b = _settings(own.get("compute_settings")), _settings(ref.get("compute_settings"))
     if not a or not b:
-        return "no record of how one side was computed (stored before schema 6)"
+        return "no record of how one side was computed (stored before schema 7)"
     out = []
     for key, label in _REASONS:
         va, vb = a.get(key), b.get(key)

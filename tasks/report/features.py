@@ -1,7 +1,7 @@
 """Feature-aware against logit-only estimators: the report's section on what features buy.
 
-The feature-aware methods (``distcs``, ``aline-s``, ``aline-d``; :mod:`estimators.distcs`,
-:mod:`estimators.aline`) read the classifier's penultimate features besides its logits
+The feature-aware methods (``distcs``, ``aline-s``, ``aline-d``; :mod:`estimators.features.distcs`,
+:mod:`estimators.features.aline`) read the classifier's penultimate features besides its logits
 (:mod:`storage.features`). Whether that helps is a property of the model and the shift (DistCS
 flags rows far from the training features, so it sees covariate shift that moves features and
 is blind where features stay put), so the section compares them **on the same rows** with the

@@ -115,9 +115,14 @@ def plot_temporal(rows: pd.DataFrame, *, title: str) -> "Figure":
         mean over seeds, with the seeds' range of the true accuracy shaded.
     """
     plt = pyplot()
-    # a year ("2017", graphs) or an era "first-last" (text), plotted at its first year
+    # a year ("2017", graphs) or an era "first-last" (text), plotted at its first year; a
+    # period without a year (a table's months "7,8,9") is plotted at its order instead
     shifts = rows["shift"].astype(str)
-    data = rows.assign(year=shifts.str.extract(r"(\d{4})", expand=False).astype(int))
+    years = shifts.str.extract(r"(\d{4})", expand=False)
+    if years.isna().any():
+        order = {s: i + 1 for i, s in enumerate(dict.fromkeys(shifts))}
+        years = shifts.map(order)
+    data = rows.assign(year=years.astype(int))
     xlabel = "test year" if shifts.str.fullmatch(r"\d{4}").all() else "era (first year)"
     backbones = sorted(data["backbone"].astype(str).unique())
     methods = methods_in_order(data["method"].tolist())

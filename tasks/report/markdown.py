@@ -184,9 +184,11 @@ def render_markdown(
         ]
     if "score_mae_table" in tables:
         lines += [
-            "## Score methods through a meta-set map (MaNo, nuclear norm)",
+            "## Score methods through a meta-set map (MaNo, nuclear norm, Entropy, ProjNorm)",
             "",
-            "MaNo and the nuclear norm give a score, not an accuracy. As in their papers (Deng & "
+            "MaNo, the nuclear norm, Entropy and ProjNorm give a score, not an accuracy "
+            "(ProjNorm only where it ran: it fine-tunes the network per split). As in their "
+            "papers (Deng & "
             "Zheng 2021), a least-squares line from score to accuracy is fitted on a labelled "
             "meta-set: here the run's own corruption family (`synthetic`). Splits of other "
             "families are scored with the line fitted on every corruption split; a corruption "

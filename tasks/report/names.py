@@ -4,10 +4,11 @@ Every table, figure and list of the report shows methods and shift families in o
 
 * **methods**: :func:`method_order`, derived from the registries that own the names
   (:func:`estimators.available_estimators`, :data:`tasks.methods.MODEL_AWARE_METHODS`) by a
-  rule: the estimators that return an accuracy on their own in registry order, then the
-  model-aware methods, then ALSA's (``alsa-*``, alphabetically), the proposed method last as in
-  the paper's tables. Score methods (mapped in a section of their own) and opt-in methods get no
-  rank; they and unknown names follow alphabetically. A variant ``alsa-g[alpha=0.5]`` takes the
+  rule: the estimators that return an accuracy on their own in registry order (GDE among
+  them), then the model-aware methods that do (not ProjNorm, a score), then ALSA's
+  (``alsa-*``, alphabetically), the proposed method last as in the paper's tables. Score
+  methods (mapped in a section of their own) and opt-in methods get no rank; they and unknown
+  names follow alphabetically. A variant ``alsa-g[alpha=0.5]`` takes the
   rank of its base name.
 * **shift families**: :data:`FAMILY_DISPLAY_ORDER`, the paper's order (in-distribution, then the
   natural shift, then the constructed ones), over the families of
@@ -46,8 +47,8 @@ TEMPORAL_FAMILY: Final[str] = "temporal"
 ALL_FAMILIES: Final[str] = "all"
 #: How the report lists the shift families of :data:`tasks.data.shifts.SHIFT_FAMILIES`.
 FAMILY_DISPLAY_ORDER: Final[tuple[str, ...]] = (
-    "clean", "natural", "synthetic", "label_shift", "domain", "subpopulation", "temporal",
-    "structural",
+    "clean", "natural", "synthetic", "covariate", "label_shift", "domain", "subpopulation",
+    "temporal", "structural",
 )
 _KEY_RE: Final = re.compile(r"[^a-z0-9]+")
 _VARIANT_RE: Final = re.compile(r"^(?P<base>[^\[]+)\[(?P<spec>[^\]]*)\]$")
@@ -64,13 +65,13 @@ def method_order() -> tuple[str, ...]:
     >>> method_order()[:3], method_order()[-2:]
     (('ac', 'doc', 'im'), ('alsa-e', 'alsa-g'))
     """
-    from tasks.methods import estimator_names
-    from tasks.methods import MODEL_AWARE_METHODS
+    from tasks.methods import MODEL_AWARE_METHODS, MODEL_AWARE_SCORES, estimator_names
 
-    own = estimator_names(scores=False, opt_in=False)  # accuracy on their own: no score, no opt-in method
+    # accuracy on their own: no score, no opt-in method; GDE (a peer method) among them
+    own = estimator_names(scores=False, opt_in=False, peers=True)
     return (
         *(m for m in own if not m.startswith(_ALSA_PREFIX)),
-        *MODEL_AWARE_METHODS,
+        *(m for m in MODEL_AWARE_METHODS if m not in MODEL_AWARE_SCORES),
         *sorted(m for m in own if m.startswith(_ALSA_PREFIX)),
     )
 

@@ -410,6 +410,9 @@ DRY_RUNS: Final[tuple[tuple[str, str, str, str, str, str], ...]] = (
      "0.6 / 123.1 / 68.5 / 1.7 / 1.3", "3.60 GiB", "50 MB", "train"),
     ("ogbn-arxiv", "sage, 1 epoch", "0.2 / 4.1 / 33.9 / 264.4 / 4.2", "4.59 GiB", "63 MB",
      "estimate (GNNEvaluator)"),
+    ("tinyimagenet", "resnet18-ft, 1 epoch",
+     "not run (224-pixel inputs: hours an epoch on 2 cores; the generated release and its "
+     "loaders are measured in PERFORMANCE.md, \"Tiny ImageNet\")", "—", "—", "—"),
 )
 
 

@@ -1,6 +1,6 @@
 """How and where a report's runs were computed: their ``runs`` rows, for the report header.
 
-The train stage records, in each run's ``runs`` row (schema 6), the compute mode
+The train stage records, in each run's ``runs`` row (schema 7), the compute mode
 (``reproducible`` or ``fast``), the settings the training process computed with, read back from
 the libraries (:func:`tasks.runtime.reproducible.effective_settings`), the CPU model and its
 flags. :func:`run_provenance` reads them for the reported runs; :func:`compute_notes` turns them
@@ -34,7 +34,7 @@ _SIMD: Final[tuple[str, ...]] = (
 
 def run_provenance(con: Any, run_keys: Sequence[str]) -> pd.DataFrame:
     """The ``runs`` rows of ``run_keys``: checkpoint, code version, compute mode and settings,
-    CPU model and flags (NULL columns of rows written before schema 6 read as None).
+    CPU model and flags (NULL columns of rows written before schema 7 read as None).
 
     Parameters
     ----------
@@ -80,7 +80,7 @@ def describe_settings(settings: str | dict[str, Any] | None) -> str:
     'ATen avx2, oneDNN AVX2, MKL COMPATIBLE, OpenBLAS Haswell, 2 threads'
     """
     if settings is None:
-        return "not recorded (a run stored before schema 6)"
+        return "not recorded (a run stored before schema 7)"
     if isinstance(settings, str):
         try:
             settings = json.loads(settings)

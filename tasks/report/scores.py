@@ -1,7 +1,8 @@
-r"""Score methods (MaNo, nuclear norm) in the benchmark: the meta-set map from score to accuracy.
+r"""Score methods in the benchmark: the meta-set map from score to accuracy.
 
-MaNo (Xie et al., NeurIPS 2024) and the nuclear norm (Deng et al., ICML 2023) return a
-label-free *score*, not an accuracy (:mod:`estimators.score_map`). Their papers turn a score
+MaNo (Xie et al., NeurIPS 2024), the nuclear norm (Deng et al., ICML 2023), Entropy (Wang et
+al. 2020) and ProjNorm (Yu et al., ICML 2022; a model-aware method) return a label-free
+*score*, not an accuracy (:mod:`estimators.maths.score_map`). Their papers turn a score
 into an accuracy with a regression fitted on a labelled *meta-set*: shifted copies of the source
 data whose accuracies are known (Deng & Zheng, CVPR 2021). The benchmark does the same, honestly,
 within each run (one dataset × backbone × seed):
@@ -10,7 +11,7 @@ within each run (one dataset × backbone × seed):
   corrupted copy of the in-distribution test pool, with its true accuracy;
 * a split of **another family** (label shift, sub-population, domain, natural, temporal, ...)
   is scored with the line :math:`\hat a = \operatorname{clip}_{[0,1]}(\alpha s + \beta)` fitted by
-  least squares on the whole meta-set (:class:`estimators.score_map.ScoreMap`);
+  least squares on the whole meta-set (:class:`estimators.maths.score_map.ScoreMap`);
 * a split **of the corruption family** is scored with the line fitted on the other corruption
   *types* only (leave one corruption type out: every severity of ``gaussian_noise`` is held out
   together), so no split is ever scored by a map that saw it or a milder copy of it;
@@ -36,7 +37,7 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
-from estimators.score_map import ScoreMap
+from estimators import ScoreMap
 from tasks.report.stats import fmt_mae, pearson, r2_identity
 
 __all__ = [
@@ -240,11 +241,13 @@ def read_score_rows(con: Any, methods: Sequence[str], run_keys: Sequence[str] | 
 
 
 def score_methods(df: pd.DataFrame) -> list[str]:
-    """The score methods (``needs_score_map``: MaNo, nuclear norm) among the rows' methods."""
+    """The score methods among the rows' methods: the score estimators (``needs_score_map``:
+    MaNo, nuclear norm, Entropy) and the model-aware scores (ProjNorm)."""
     from estimators import score_estimators
+    from tasks.methods import MODEL_AWARE_SCORES
 
     present = set(df["method"].astype(str))
-    return [m for m in score_estimators() if m in present]
+    return [m for m in (*score_estimators(), *MODEL_AWARE_SCORES) if m in present]
 
 
 def score_tables(con: Any, methods: Sequence[str], run_keys: Sequence[str]) -> dict[str, Any]:

@@ -165,10 +165,12 @@ class LogitsRef(_Relocatable):
 
 @dataclass(frozen=True)
 class EstimatesRef(_Relocatable):
-    """Estimates of every method on every target split of one run, and their Parquet file.
+    """Estimates of one run on every target split, and their Parquet file.
 
-    Two references are equal when their results are (run, database and digest): the file also
-    holds wall-clock timings, so a re-run that gives the same estimates writes another file.
+    The pipeline publishes one file per run and method (``method`` set); a file of several
+    methods (``alsa-bench``'s ablations, an older layout) has ``method`` empty. Two references
+    are equal when their results are (run, method, database and digest): the file also holds
+    wall-clock timings, so a re-run that gives the same estimates writes another file.
 
     Attributes
     ----------
@@ -183,6 +185,8 @@ class EstimatesRef(_Relocatable):
         file, if any.
     sha256 : str
         SHA-256 of that file's bytes.
+    method : str
+        The one method whose rows the file holds; ``""`` for a file of several.
     """
 
     _PATH_FIELDS: ClassVar[tuple[str, ...]] = ("db_path", "path")
@@ -192,6 +196,7 @@ class EstimatesRef(_Relocatable):
     digest: str
     path: str = field(default="", compare=False)
     sha256: str = field(default="", compare=False)
+    method: str = ""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 from prefect import task
 
 from tasks.runtime.refs import EstimatesRef, LogitsRef
-from tasks.stages.common import STAGE_CACHE, forget_failure_record
+from tasks.stages.common import STAGE_CACHE, forget_failure_record, log_task_failure
 
 logger = logging.getLogger("tasks.stages.ablations")
 
@@ -27,7 +27,7 @@ __all__ = ["ablation_task", "estimate_variants", "variant_label"]
 @task(
     name="ablate",
     cache_policy=STAGE_CACHE,
-    on_failure=[forget_failure_record],
+    on_failure=[log_task_failure, forget_failure_record],
     task_run_name="ablate-{logits.run_key}",
 )
 def ablation_task(

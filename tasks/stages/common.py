@@ -14,7 +14,13 @@
   every stage task carries deletes that file, so nothing pickled from a failed run stays in
   ``prefect-results/``.
 * **Retries on DuckDB lock errors only** (:func:`retry_on_lock`): another process writing the
-  file is worth waiting for; any other error fails fast.
+  file is worth waiting for; any other error fails fast. No stage task sets plain ``retries``:
+  a deterministic failure (a ``ValueError``, a ``TypeError``, a user's mistake) would fail the
+  same way again.
+* **A failure said once, by alsa-bench** (:func:`log_task_failure`): the ``on_failure`` hook of
+  every stage task logs the task's first exception in one ``ERROR`` line of the
+  ``tasks.stages`` logger (shown on the terminal and in the Prefect UI), also where the flow
+  goes on to heal it (:func:`tasks.stages.healing.settle`).
 * **Pinned threads** (:mod:`tasks.runtime.threads`): each task runs with ``threads`` torch/BLAS
   threads, the same in every layout; ``threads`` is left out of the cache key
   (:data:`PINNED_STAGE_CACHE`).
@@ -39,7 +45,7 @@ from tasks.runtime.refs import portable
 
 __all__ = [
     "LOCK_RETRY_DELAYS", "PINNED_STAGE_CACHE", "STAGE_CACHE", "StateRelativeInputs",
-    "forget_failure_record", "retry_on_lock",
+    "failure_line", "forget_failure_record", "log_task_failure", "retry_on_lock",
 ]
 
 
@@ -114,6 +120,41 @@ def forget_failure_record(task: Any, task_run: Any, state: Any) -> None:
 
 
 logger = logging.getLogger("tasks.stages.common")
+#: The logger of task failures (one line each).
+failure_logger = logging.getLogger("tasks.stages")
+
+
+def failure_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (and its notes: which split, which method)."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    notes = "; ".join(getattr(exc, "__notes__", None) or ())
+    line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return f"{line} ({notes})" if notes else line
+
+
+def log_task_failure(task: Any, task_run: Any, state: Any) -> None:
+    """Prefect ``on_failure`` hook: log the failed task run's exception in one ERROR line.
+
+    Runs where the task ran (the flow process or a Dask worker), once per failed task run,
+    before any healing: the first exception of a stage is always said by alsa-bench, not only
+    by Prefect's own traceback.
+
+    Parameters
+    ----------
+    task, task_run : object
+        The task and its run (its name says which stage, run and method).
+    state : prefect.State
+        The Failed state; its ``result()`` re-raises the task's exception.
+    """
+    try:
+        state.result()
+    except Exception as exc:  # the state's own exception, re-raised
+        reason = failure_line(exc)
+    else:
+        reason = str(getattr(state, "message", "") or "failed")
+    name = getattr(task_run, "name", None) or getattr(task, "name", "task")
+    failure_logger.error("%s failed: %s", name, reason)
 
 
 #: Waits between retries of a task that met a DuckDB lock (seconds).
@@ -141,6 +182,11 @@ def retry_on_lock(task: Any, task_run: Any, state: Any) -> bool:
     try:
         state.result()
     except Exception as exc:  # the state's own exception, re-raised
-        return is_lock_error(exc)
+        if is_lock_error(exc):
+            logger.warning("%s: another process holds the database's lock; retrying the task "
+                           "(%s).", getattr(task_run, "name", None) or getattr(task, "name", ""),
+                           failure_line(exc))
+            return True
+        return False
     return False
 

@@ -48,12 +48,12 @@ def stage_dataset(name: str, root: Path | str | None = None) -> DatasetRef:
 # ------------------------------------------------------------------------------- the @task
 from prefect import task  # noqa: E402  (the plain function above needs no Prefect)
 
-from tasks.stages.common import STAGE_CACHE, forget_failure_record  # noqa: E402
+from tasks.stages.common import STAGE_CACHE, forget_failure_record, log_task_failure  # noqa: E402
 
 @task(
     name="download",
     cache_policy=STAGE_CACHE,
-    on_failure=[forget_failure_record],
+    on_failure=[log_task_failure, forget_failure_record],
     task_run_name="download-{name}",
 )
 def download_task(name: str, root: str, code_version: str) -> DatasetRef:

@@ -1,5 +1,11 @@
 """The estimate stage: fit every estimator on a run's validation logits, score every target split.
 
+The pipeline's unit is one run and **one method** (:func:`compute_method_estimates`, the
+``estimate`` task): each has its own cache key (:func:`tasks.stages.versions.method_code_version`)
+and its own result file, so adding or editing a method recomputes that method's estimates only.
+:func:`compute_estimates` runs several methods of a run into one file (the CLI's tests, the
+older layout).
+
 Two halves, so that the computation can run anywhere and the database has one writer:
 :func:`compute_estimates` (what a Dask worker runs) reads the run's logits from the Parquet file
 the extract stage published (:mod:`storage.results`, never DuckDB), computes, and publishes the
@@ -12,10 +18,10 @@ Estimators see target **logits only**: target splits are read with
 :func:`storage.logits.read_target_logits`, which returns no labels. The absolute error is
 computed against the split's true accuracy, which the extract stage stored with the logits.
 
->>> from tasks.stages.estimate import compute_estimates, ingest_estimates
->>> ref = compute_estimates(logits_ref, methods=["atc-mc", "alsa-g"])   # doctest: +SKIP
->>> ingest_estimates(ref).digest                                        # doctest: +SKIP
-'4be1…'
+In the flow (``logits_ref`` from the extract stage)::
+
+    ref = compute_method_estimates(logits_ref, "alsa-g")   # a worker
+    ingest_estimates(ref)                                   # the flow process
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 
-from estimators.base import Estimator
+from estimators import Estimator
 from storage.db import connect
 from storage.errors import NotFoundError
 from storage.estimates import EstimateRow, estimates_digest
@@ -67,7 +74,7 @@ def _anchors_of(
 def per_class_record(estimated: NDArray[np.float64], logits: NDArray[Any]) -> str:
     r"""JSON of a method's estimated accuracy per *predicted* class and the class counts.
 
-    ``estimated[k]`` is :math:`\hat a_k` (:attr:`estimators.base.AccuracyEstimate.per_class`),
+    ``estimated[k]`` is :math:`\hat a_k` (:attr:`estimators.core.base.AccuracyEstimate.per_class`),
     ``count[k]`` :math:`= |\{i: \arg\max_j z_{ij} = k\}|`; NaN (a class nothing is
     predicted as) is written as null. The true per-class accuracy is not stored: the stage
     never reads target labels; the report computes it (:func:`tasks.report.per_class_mae`).
@@ -99,6 +106,10 @@ def _split_model_aware(
     from tasks.data.datasets import get_dataset_spec
 
     asked = [m for m in names if m in MODEL_AWARE_METHODS]
+    if defaulted:  # ProjNorm is a default method only where the flow found it affordable,
+        # and then the flow names it (tasks.methods.projnorm_by_default)
+        asked = [m for m in asked if m != "projnorm"]
+        names = [m for m in names if m != "projnorm"]
     if not asked:
         return names, []
     modality = None
@@ -144,7 +155,8 @@ def compute_estimates(
     logits : LogitsRef
         From :func:`tasks.stages.extract.compute_logits` (or the ingested one).
     methods : sequence of str, optional
-        Registry keys to run; default :func:`tasks.methods.default_method_names`.
+        Registry keys to run; default :func:`tasks.methods.default_method_names`. Peer methods
+        (GDE) among them are left to :mod:`tasks.stages.peers`.
     method_params : mapping of str to mapping, optional
         Hyper-parameters per method, e.g. ``{"alsa-g": {"n_anchors": 200}}``. Estimators with a
         ``seed`` parameter get the run's seed unless it is given here.
@@ -152,8 +164,10 @@ def compute_estimates(
         Stored with every row, for provenance.
     checkpoint : CheckpointRef, optional
         The run's trained classifier, for model-aware methods (``gnnevaluator`` on graph
-        runs, :mod:`tasks.stages.model_aware`). Without it, or on a run of another modality, those
-        methods are skipped when ``methods`` is None and refused when named.
+        runs, ``projnorm`` on image runs, :mod:`tasks.stages.model_aware`). Without it, or on a
+        run of another modality, those methods are skipped when ``methods`` is None and refused
+        when named. ProjNorm runs only when named (the flow names it where it is affordable:
+        :func:`tasks.methods.projnorm_by_default`).
     results : str or Path, optional
         Results root; default the root ``logits.path`` lies in.
 
@@ -176,6 +190,7 @@ def compute_estimates(
     """
     run_key = _logits_run_key(logits)
     names, params = resolve_methods(methods, method_params)
+    names = skip_peer_methods_of_stage(names, run_key)  # the peers stage runs them
     names, model_aware = _split_model_aware(names, methods is None, run_key, checkpoint)
     content, targets = read_run_logits(logits)
     rows, fitted = estimate_rows(
@@ -191,6 +206,98 @@ def compute_estimates(
         ))
     anchors = {m: a for m, est in fitted.items() if (a := _anchors_of(est)) is not None}
     return publish_estimates(logits, rows, anchors, results)
+
+
+def compute_method_estimates(
+    logits: LogitsRef,
+    method: str,
+    *,
+    params: Mapping[str, Any] | None = None,
+    code_version: str = "",
+    checkpoint: CheckpointRef | None = None,
+    results: str | Path | None = None,
+) -> EstimatesRef | None:
+    """One method's estimates of one run, published as their own file: the pipeline's unit.
+
+    As :func:`compute_estimates` for ``methods=[method]``, with two differences: a feature
+    method on a run that stores no features gives None (with the logged note) instead of an
+    error, and the reference names its method. The run's logits file is read once for
+    consecutive methods of the same run in one process (:func:`read_run_logits`).
+
+    Parameters
+    ----------
+    logits : LogitsRef
+        The run's published logits.
+    method : str
+        A method of :func:`tasks.methods.all_method_names`.
+    params : mapping, optional
+        Its hyper-parameters; an estimator with a ``seed`` gets the run's seed unless given.
+    code_version : str, default ""
+        :func:`tasks.stages.versions.method_code_version`; stored with every row.
+    checkpoint : CheckpointRef, optional
+        The run's classifier; needed by a model-aware method (GNNEvaluator), refused otherwise.
+    results : str or Path, optional
+        Results root; default the root ``logits.path`` lies in.
+
+    Returns
+    -------
+    EstimatesRef or None
+        None when the method does not apply to the run (a feature method, no stored features).
+
+    Raises
+    ------
+    ValueError
+        If the method or a parameter is unknown, or a model-aware method gets no checkpoint of
+        its modality.
+    storage.results.ResultCorruptError
+        If the logits file is missing or does not match its hash.
+    """
+    if not isinstance(method, str):
+        raise TypeError(f"method must be a registry key (str); got {type(method).__name__}.")
+    run_key = _logits_run_key(logits)
+    names, resolved = resolve_methods([method], {method: dict(params)} if params else None)
+    names = skip_peer_methods_of_stage(names, run_key)  # the peers step runs them
+    logit_methods, model_aware = _split_model_aware(names, False, run_key, checkpoint)
+    if checkpoint is not None and not model_aware:
+        raise ValueError(
+            f"checkpoint is for model-aware methods ({', '.join(MODEL_AWARE_METHODS)}); "
+            f"method {method!r} reads the logits only."
+        )
+    content, targets = read_run_logits(logits)
+    if model_aware:
+        assert checkpoint is not None
+        from tasks.stages.model_aware import model_aware_rows
+
+        rows = model_aware_rows(method, checkpoint, targets, params=resolved.get(method, {}),
+                                code_version=code_version)
+        anchors: dict[str, Any] = {}
+    else:
+        rows, fitted = estimate_rows(content, targets, {method: (method, resolved.get(method, {}))},
+                                     code_version)
+        anchors = {m: a for m, est in fitted.items() if (a := _anchors_of(est)) is not None}
+    if not rows:  # skipped: estimate_rows logged why
+        return None
+    return replace(publish_estimates(logits, rows, anchors, results), method=method)
+
+
+def skip_peer_methods_of_stage(names: Sequence[str], run_key: str) -> list[str]:
+    """``names`` without the peer methods (GDE), which :mod:`tasks.stages.peers` runs once the
+    run's peer exists.
+
+    Raises
+    ------
+    ValueError
+        If nothing is left: the estimate stage has no method to run.
+    """
+    from tasks.methods import peer_method_names
+
+    peers = set(peer_method_names())
+    kept = [m for m in names if m not in peers]
+    if not kept:
+        raise ValueError(
+            f"run {run_key!r}: methods {list(names)} are all peer methods, which the peers "
+            "stage runs (tasks.stages.peers); the estimate stage needs another method.")
+    return kept
 
 
 def ingest_estimates(ref: EstimatesRef) -> EstimatesRef:
@@ -226,8 +333,22 @@ def _logits_run_key(logits: LogitsRef) -> str:
     return logits.run_key
 
 
+#: The logits file read last in this process, by path: the methods of one run, estimated one
+#: after the other, read it once (:func:`forget_run_logits` drops it). Files are named by the
+#: hash of their bytes, so a path read once stands for the same content for ever.
+_LAST_READ: dict[str, LogitsContent] = {}
+
+
+def forget_run_logits() -> None:
+    """Drop the logits file :func:`read_run_logits` keeps (the flow calls it after each run)."""
+    _LAST_READ.clear()
+
+
 def read_run_logits(logits: LogitsRef) -> tuple[LogitsContent, list[SplitInfo]]:
     """The run's published logits file (its hash checked) and its target splits.
+
+    The content of the last file read is kept, so the next method of the same run reads
+    nothing (the file's name is the hash of its bytes).
 
     Raises
     ------
@@ -241,7 +362,11 @@ def read_run_logits(logits: LogitsRef) -> tuple[LogitsContent, list[SplitInfo]]:
         If the file holds no target split.
     """
     run_key = _logits_run_key(logits)
-    content = read_logits_file(logits.path)
+    content = _LAST_READ.get(logits.path)
+    if content is None:
+        content = read_logits_file(logits.path)
+        _LAST_READ.clear()
+        _LAST_READ[logits.path] = content
     if content.run.run_key != run_key:
         raise ValueError(
             f"logits file {logits.path!r} holds run {content.run.run_key!r}, not {run_key!r}."
@@ -354,10 +479,12 @@ def estimate_rows(
         for name, estimator in fitted.items():
             start = time.perf_counter()
             try:
+                # the stored rows hold the shift band: asked for here, timed with the estimate
                 if getattr(estimator, "needs_features", False):
-                    result = estimator.estimate(target_logits, target_features=target_features)
+                    result = estimator.estimate(target_logits, target_features=target_features,
+                                                band=True)
                 else:
-                    result = estimator.estimate(target_logits)
+                    result = estimator.estimate(target_logits, band=True)
             except Exception as exc:
                 exc.add_note(
                     f"while estimating split {info.split!r} of run {run_key!r} with {name!r}"
@@ -408,37 +535,41 @@ def _fit_features(
 # ------------------------------------------------------------------------------- the @task
 from prefect import task  # noqa: E402  (the plain function above needs no Prefect)
 
-from tasks.stages.common import PINNED_STAGE_CACHE, forget_failure_record  # noqa: E402
+from tasks.stages.common import (  # noqa: E402
+    PINNED_STAGE_CACHE,
+    forget_failure_record,
+    log_task_failure,
+)
 from tasks.runtime.reproducible import ComputeMode, compute_mode  # noqa: E402
 from tasks.runtime.threads import pinned_threads  # noqa: E402
 
 @task(
     name="estimate",
     cache_policy=PINNED_STAGE_CACHE,
-    on_failure=[forget_failure_record],
-    task_run_name="estimate-{logits.run_key}",
+    on_failure=[log_task_failure, forget_failure_record],
+    task_run_name="estimate-{logits.run_key}-{method}",
 )
 def estimate_task(
     logits: LogitsRef,
-    methods: list[str] | None,
-    method_params: dict[str, dict[str, Any]] | None,
+    method: str,
+    params: dict[str, Any] | None,
     code_version: str,
     compute: ComputeMode,
     checkpoint: CheckpointRef | None = None,
     threads: int = 1,
-) -> EstimatesRef:
-    """Fit and score every method on one run (:func:`tasks.stages.estimate.compute_estimates`).
+) -> EstimatesRef | None:
+    """Fit and score one method on one run (:func:`compute_method_estimates`).
 
-    Takes the :class:`~tasks.runtime.refs.LogitsRef` (its file and hash, not only the run key) so
-    that new logits invalidate the cached estimates, and reads the logits from that file, not
-    from the database; the :class:`~tasks.runtime.refs.CheckpointRef` lets model-aware methods
-    (GNNEvaluator on graph runs) load the trained model. Runs in the run's compute mode (an
-    input: part of the cache key), since ALSA's float32 fit and the numpy least squares of the
-    feature methods follow the kernels the CPU picks.
+    Cached per run and method: ``code_version`` is the method's own
+    (:func:`tasks.stages.versions.method_code_version`), so editing or adding one method re-runs
+    only its tasks. Takes the :class:`~tasks.runtime.refs.LogitsRef` (its file and hash, not
+    only the run key) so that new logits invalidate the cached estimates, and reads the logits
+    from that file, not from the database; the :class:`~tasks.runtime.refs.CheckpointRef` is
+    given to model-aware methods only (GNNEvaluator on graph runs), which load the model. Runs in
+    the run's compute mode (an input: part of the cache key), since ALSA's float32 fit and the
+    numpy least squares of the feature methods follow the kernels the CPU picks.
     """
     with pinned_threads(threads), compute_mode(compute):
-        return compute_estimates(
-            logits, methods=methods, method_params=method_params, code_version=code_version,
-            checkpoint=checkpoint,
+        return compute_method_estimates(
+            logits, method, params=params, code_version=code_version, checkpoint=checkpoint,
         )
-

@@ -440,11 +440,16 @@ def ingest_logits(ref: LogitsRef) -> LogitsRef:
 from prefect import task  # noqa: E402  (the plain function above needs no Prefect)
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
-from tasks.stages.common import PINNED_STAGE_CACHE, forget_failure_record  # noqa: E402
+from tasks.stages.common import (  # noqa: E402
+    PINNED_STAGE_CACHE,
+    forget_failure_record,
+    log_task_failure,
+)
 
 @task(
     name="prepare-splits",
     cache_policy=NO_CACHE,
+    on_failure=[log_task_failure],
     task_run_name="prepare-splits-{dataset.name}",
 )
 def prepare_splits_task(dataset: DatasetRef, threads: int = 1) -> str:
@@ -465,7 +470,7 @@ def prepare_splits_task(dataset: DatasetRef, threads: int = 1) -> str:
 @task(
     name="extract",
     cache_policy=PINNED_STAGE_CACHE,
-    on_failure=[forget_failure_record],
+    on_failure=[log_task_failure, forget_failure_record],
     task_run_name="extract-{checkpoint.run_key}",
 )
 def extract_task(

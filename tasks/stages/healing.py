@@ -30,11 +30,13 @@ logger = logging.getLogger("tasks.stages.healing")
 
 __all__ = [
     "FAILED",
+    "HEALABLE",
     "StageOutcome",
     "cache_record_path",
     "discard_damaged_record",
     "future_result",
     "ingest_result",
+    "is_healable",
     "output_exists",
     "result_intact",
     "run_stage",
@@ -109,6 +111,9 @@ def settle(
 ) -> tuple[Any, bool]:
     """Trust a stage's (possibly cached) result, or recompute it once; both layouts use this.
 
+    A recomputation is said in one WARNING line (what was missing or damaged, and that the
+    stage runs again), before it starts.
+
     Parameters
     ----------
     stage, key : str
@@ -136,24 +141,59 @@ def settle(
     """
     if result is not FAILED and (check is None or check(result)):
         return result, False
+    where = f" ({key})" if key else ""
+    why = ("failed because a file it reads is missing or damaged" if result is FAILED
+           else "has a cached result whose output is missing or damaged")
+    logger.warning("Stage %r%s %s; recomputing it.", stage, where, why)
     result = rerun()
     if check is not None and not check(result):
-        where = f" ({key})" if key else ""
         raise RuntimeError(
             f"Stage {stage!r}{where} finished but its output is missing: {result!r}."
         )
     return result, True
 
 
-def future_result(future: Any) -> Any:
-    """A finished future's result, or :data:`FAILED` if its task failed (for :func:`settle`).
+#: Failures a recomputation can heal: a file the task reads is missing or damaged (its
+#: upstream result was deleted, or a cached reference names a file that is gone).
+HEALABLE: tuple[type[BaseException], ...] = (FileNotFoundError,)
 
-    Waits for the result itself: the future's state as the API reports it may lag.
+
+def is_healable(exc: BaseException) -> bool:
+    """Whether a task's failure comes from a missing or damaged input file (worth one rerun
+    on a healed upstream result); every other failure is deterministic and is raised at once.
+    """
+    from storage.results import ResultCorruptError
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (*HEALABLE, ResultCorruptError)):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def future_result(future: Any) -> Any:
+    """A finished future's result, or :data:`FAILED` if its task failed on a missing or
+    damaged input file (:func:`is_healable`; :func:`settle` then recomputes it once).
+
+    Any other failure (a ``ValueError``, a ``TypeError``: a deterministic one) is raised: it
+    would fail the same way again, and the task's own hook has logged it
+    (:func:`tasks.stages.common.log_task_failure`). Waits for the result itself: the future's
+    state as the API reports it may lag.
+
+    Raises
+    ------
+    Exception
+        The task's exception, when it is not healable.
     """
     try:
         return future.result()
-    except Exception:
-        return FAILED
+    except Exception as exc:
+        if is_healable(exc):
+            return FAILED
+        raise
 
 
 def _has_futures(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
@@ -374,12 +414,13 @@ def output_exists(
         ``LogitsRef``: the Parquet file is intact (:func:`result_intact`), it is the one the
         database holds for the run (``ingested``), and the run's splits have the recorded
         digest.
-        ``EstimatesRef``: the file is intact and ingested, and the database holds the run's
-        estimates of ``methods`` with the recorded digest.
+        ``EstimatesRef``: the file is intact, the database holds its rows
+        (:func:`storage.results.holds_file`), and the run's estimates of ``methods`` have the
+        recorded digest.
         ``ReportRef``: ``report.md`` exists (and carries ``fingerprint`` when one is given).
     methods : sequence of str, optional
         For an ``EstimatesRef``: the method names the estimates were written under; default
-        every registered estimator.
+        the reference's own method, or every default method for a file of several.
     fingerprint : str, optional
         For a ``ReportRef``: the :func:`report_fingerprint` it must carry.
 
@@ -454,13 +495,15 @@ def _logits_match(con: Any, ref: LogitsRef) -> bool:
 
 def _estimates_match(con: Any, ref: EstimatesRef, methods: Sequence[str] | None) -> bool:
     from storage.estimates import estimates_digest, read_estimates
-    from tasks.methods import default_method_names
+    from storage.results import holds_file
+    from tasks.methods import default_method_names, peer_method_names
 
-    from storage.results import current_file
-
-    if current_file(con, "estimates", ref.run_key) != ref.sha256:
+    if not holds_file(con, ref.path):
         return False
-    wanted = set(default_method_names() if methods is None else methods)
+    if methods is None:
+        # by default, the estimate stage's methods (the peers step writes the peer methods' rows)
+        methods = ([ref.method] if ref.method else
+                   [m for m in default_method_names() if m not in set(peer_method_names())])
+    wanted = set(methods)
     rows = [r for r in read_estimates(con, ref.run_key) if r.method in wanted]
     return bool(rows) and estimates_digest(rows) == ref.digest
-

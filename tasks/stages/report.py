@@ -14,12 +14,18 @@ from tasks.runtime.refs import EstimatesRef, ReportRef
 # ------------------------------------------------------------------------------- the @task
 from prefect import task  # noqa: E402  (the plain function above needs no Prefect)
 
-from tasks.stages.common import LOCK_RETRY_DELAYS, STAGE_CACHE, retry_on_lock, forget_failure_record  # noqa: E402
+from tasks.stages.common import (  # noqa: E402
+    LOCK_RETRY_DELAYS,
+    STAGE_CACHE,
+    forget_failure_record,
+    log_task_failure,
+    retry_on_lock,
+)
 
 @task(
     name="report",
     cache_policy=STAGE_CACHE,
-    on_failure=[forget_failure_record],
+    on_failure=[log_task_failure, forget_failure_record],
     retries=len(LOCK_RETRY_DELAYS),
     retry_delay_seconds=LOCK_RETRY_DELAYS,
     retry_condition_fn=retry_on_lock,
@@ -53,7 +59,8 @@ def report_fingerprint(
     estimates: Sequence[EstimatesRef], run_keys: Sequence[str] | None,
     methods: Sequence[str] | None,
 ) -> str:
-    """Digest of what a report covers: the estimates' digests, the runs and the methods.
+    """Digest of what a report covers: the estimates' digests (per run and method), the runs and
+    the methods.
 
     Written into the report folder by :func:`tasks.report.write_report`, so a cached report
     whose folder was since re-written for another selection is recognised as stale.
@@ -67,7 +74,7 @@ def report_fingerprint(
     import json
 
     payload = {
-        "estimates": sorted([e.run_key, e.digest] for e in estimates),
+        "estimates": sorted([e.run_key, e.method, e.digest] for e in estimates),
         "run_keys": None if run_keys is None else sorted(run_keys),
         "methods": None if methods is None else sorted(methods),
     }

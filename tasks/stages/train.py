@@ -270,12 +270,16 @@ def train_classifier(
 # ------------------------------------------------------------------------------- the @task
 from prefect import task  # noqa: E402  (the plain function above needs no Prefect)
 
-from tasks.stages.common import PINNED_STAGE_CACHE, forget_failure_record  # noqa: E402
+from tasks.stages.common import (  # noqa: E402
+    PINNED_STAGE_CACHE,
+    forget_failure_record,
+    log_task_failure,
+)
 
 @task(
     name="train",
     cache_policy=PINNED_STAGE_CACHE,
-    on_failure=[forget_failure_record],
+    on_failure=[log_task_failure, forget_failure_record],
     task_run_name="train-{dataset.name}-{backbone}-s{seed}",
 )
 def train_task(

@@ -39,7 +39,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("synth") / "data"
     for name in synth.DATASETS:
-        synth.generate(name, base, scale=SCALE, seed=3)
+        synth.generate(name, base, scale=SCALE, seed=3, jobs=1)
     return base
 
 
@@ -91,8 +91,41 @@ def test_cifar_files_have_the_release_byte_layout(root: Path) -> None:
     assert c.dtype == np.uint8 and c.shape == (500, 32, 32, 3) and labels.shape == (500,)
 
 
+def test_tinyimagenet_is_both_releases_in_their_layouts(root: Path, tmp_path: Path) -> None:
+    from PIL import Image
+
+    from tasks.data.datasets import tinyimagenet as tiny
+
+    base = root / tiny.DATASET_DIR
+    assert (base / "wnids.txt").read_text().split() == list(tiny.WNIDS)
+    assert len((base / "words.txt").read_text().splitlines()) == 200
+    wnid = tiny.WNIDS[5]
+    assert len(list((base / "train" / wnid / "images").glob(f"{wnid}_*.JPEG"))) == 2
+    box = (base / "train" / wnid / f"{wnid}_boxes.txt").read_text().splitlines()[0].split("\t")
+    assert box[0] == f"{wnid}_0.JPEG" and len(box) == 5
+    note = (base / "val" / "val_annotations.txt").read_text().splitlines()
+    fields = note[0].split("\t")
+    assert len(note) == 20 and fields[0] == "val_0.JPEG" and len(fields) == 6
+    assert len(list((base / "test" / "images").glob("test_*.JPEG"))) == 20
+    with Image.open(base / "val" / "images" / "val_0.JPEG") as img:
+        assert (img.format, img.size) == ("JPEG", (64, 64))
+    folders = sorted(p.relative_to(root / tiny.C_DIR).as_posix()
+                     for p in (root / tiny.C_DIR).glob("*/*"))
+    assert folders == sorted(f"{c}/{s}" for c in tiny.CORRUPTIONS for s in tiny.SEVERITIES)
+    fog = list((root / tiny.C_DIR / "fog" / "5").glob("n*/test_*.JPEG"))
+    assert len(fog) == 20
+    # the same files whatever the number of processes
+    synth.generate("tinyimagenet", tmp_path / "two", scale=SCALE, seed=3, jobs=2)
+    for rel in (f"{tiny.DATASET_DIR}/train/{wnid}/images/{wnid}_1.JPEG",
+                f"{tiny.DATASET_DIR}/val/images/val_7.JPEG",
+                next(p.relative_to(root).as_posix() for p in fog)):
+        assert (tmp_path / "two" / rel).read_bytes() == (root / rel).read_bytes()
+
+
 def test_real_size_counts_are_the_releases() -> None:
     assert synth.rows(50_000, 1.0, 500) == 50_000 and synth.rows(50_000, SCALE, 500) == 500
+    assert synth.TINY_COUNTS == {"train_per_class": 500, "val": 10_000, "test": 10_000,
+                                 "corrupted": 10_000}
     assert (synth.ARXIV_NODES, synth.ARXIV_EDGES) == (169_343, 1_166_243)
     assert sum(synth.AMAZON_SPLITS.values()) == 539_502
     assert sum(sum(g) for g in synth.WATERBIRDS_GROUPS.values()) == 11_788

@@ -7,7 +7,7 @@ import pytest
 from scipy.special import softmax as sp_softmax
 
 from estimators import get_estimator
-from estimators.ac import AC, average_confidence
+from estimators.methods.ac import AC, average_confidence
 
 
 def sample_calibrated(rng: np.random.Generator, n: int, c: int, scale: float = 2.0):

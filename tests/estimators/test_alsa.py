@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from estimators import get_estimator
-from estimators.alsa import (
+from estimators.methods.alsa import (
     ALSA,
     KERNEL_DEFAULTS,
     ALSAAnchors,
@@ -28,8 +28,8 @@ from estimators.alsa import (
     kernel_alpha_value,
     rectification_threshold,
 )
-from estimators.alsa import kernels as kern
-from estimators.exceptions import ConvergenceWarning, DegenerateValidationWarning
+from estimators.methods.alsa import kernels as kern
+from estimators.core.exceptions import ConvergenceWarning, DegenerateValidationWarning
 
 SMALL = dict(n_anchors=24, max_epochs=40, min_epochs=0, device="cpu")
 #: The paper's ALSA as printed: raw-logit cosine space, eq. (10) alone as the stop rule, eq. (23)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from estimators import get_estimator
-from estimators.alsa import alsa_predict
+from estimators.methods.alsa import alsa_predict
 
 
 def issue_logits(n: int, c: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scipy.special import softmax as sp_softmax
 
 from estimators import get_estimator
-from estimators.atc import ATC, ATCMC, ATCNE, atc_accuracy, fit_atc_threshold
+from estimators.methods.atc import ATC, ATCMC, ATCNE, atc_accuracy, fit_atc_threshold
 
 
 def find_atc_threshold_reference(scores, correct):

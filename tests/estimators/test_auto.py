@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from estimators import available_estimators, get_estimator
-from estimators.auto import Auto, auto_from_estimates
-from estimators.calibration import PANEL
-from estimators.stacking import LAMBDAS, fit_stack, stack_features
+from estimators.trust.auto import Auto, auto_from_estimates
+from estimators.trust.calibration_artifact import PANEL
+from estimators.trust.stacking import LAMBDAS, fit_stack, stack_features
 
 
 def _data(c: int, n: int = 2000, seed: int = 0):

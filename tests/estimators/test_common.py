@@ -30,18 +30,19 @@ FAST_PARAMS: dict[str, dict[str, Any]] = {
     # score estimators return an accuracy only through a map: the identity line here
     "mano": {"score_map": (1.0, 0.0)},
     "nuclear-norm": {"score_map": (1.0, 0.0)},
+    "entropy": {"score_map": (1.0, 0.0)},
 }
 KEYS = available_estimators(include_scores=True, include_opt_in=True)
-SCORES = {"mano", "nuclear-norm"}
-#: MaNo's Taylor normalisation 1 + q + q^2/2 reads the logits' level (estimators/mano.py), so
+SCORES = {"mano", "nuclear-norm", "entropy"}
+#: MaNo's Taylor normalisation 1 + q + q^2/2 reads the logits' level (estimators/scores/mano.py), so
 #: it is exempt from the per-row-constant checks; its flat/column binary shapes still agree.
 SHIFT_VARIANT = {"mano"}
 N_CLASSES = 4
 
 pytestmark = pytest.mark.filterwarnings(
     # Short ALSA runs stop at max_epochs by design here; TS may sit at a bound on tiny data.
-    "ignore::estimators.exceptions.ConvergenceWarning",
-    "ignore::estimators.temperature.TemperatureBoundWarning",
+    "ignore::estimators.core.exceptions.ConvergenceWarning",
+    "ignore::estimators.maths.temperature.TemperatureBoundWarning",
 )
 
 
@@ -95,7 +96,7 @@ def test_score_estimators_are_listed_only_on_request():
         assert not getattr(ESTIMATORS[key], "needs_score_map", False)
 
 
-SCORES_ORDER = ["mano", "nuclear-norm"]
+SCORES_ORDER = ["mano", "nuclear-norm", "entropy"]
 
 
 @pytest.mark.parametrize("key", SCORES_ORDER)
@@ -420,7 +421,7 @@ def test_per_class_estimates_average_back_to_the_per_sample_mean(name: str) -> N
 # defaults (``Param.active``) warns and changes nothing; a speed parameter changes the estimate
 # by float round-off at most.
 from estimators import InertParameterWarning, check_estimator_params  # noqa: E402
-from estimators.params import Param  # noqa: E402
+from estimators.core.params import Param  # noqa: E402
 
 #: Second values of the ``kind="any"`` parameters (the others are derived from the declaration).
 ANY_VALUES: dict[str, list[Any]] = {

@@ -12,8 +12,8 @@ from scipy.spatial.distance import cdist
 from scipy.special import softmax as sp_softmax
 
 from estimators import get_estimator
-from estimators.ac import AC
-from estimators.cot import (
+from estimators.methods.ac import AC
+from estimators.methods.cot import (
     COT,
     cot_accuracy,
     cot_cost_matrix,

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy.special import softmax as sp_softmax
 
-from estimators.ac import AC
-from estimators.doc import DoC, difference_of_confidences
+from estimators.methods.ac import AC
+from estimators.methods.doc import DoC, difference_of_confidences
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.special import softmax as sp_softmax
 
-from estimators.im import (
+from estimators.methods.im import (
     IM,
     ImportanceWeightingWarning,
     confidence_bins,

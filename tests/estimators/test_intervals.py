@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import binom, norm
 
 from estimators import available_estimators, get_estimator
-from estimators.base import AccuracyEstimate, check_level, sampling_interval
+from estimators.core.base import AccuracyEstimate, check_level, sampling_interval
 
 #: Cheap enough to repeat a few hundred times; ALSA is checked with fewer repeats below.
 FAST = ("ac", "atc-mc", "atc-ne", "doc", "im", "cot")

@@ -7,8 +7,8 @@ import pytest
 from scipy.optimize import minimize_scalar
 from scipy.special import softmax
 
-from estimators.exceptions import ConvergenceWarning
-from estimators.label_shift import (
+from estimators.core.exceptions import ConvergenceWarning
+from estimators.maths.label_shift import (
     class_conditional_stats,
     em_label_marginal,
     label_shift_accuracy,

@@ -1,4 +1,4 @@
-"""MaNo (estimators/mano.py) against plain re-implementations of the paper and of the official
+"""MaNo (estimators/scores/mano.py) against plain re-implementations of the paper and of the official
 code (Renchunzi-Xie/MaNo, algs/mano.py), closed forms and monotonicity."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from estimators import get_estimator
-from estimators.mano import MaNo, mano_criterion, mano_score
+from estimators.scores.mano import MaNo, mano_criterion, mano_score
 
 pytestmark = pytest.mark.filterwarnings(
-    "ignore::estimators.exceptions.DegenerateValidationWarning")
+    "ignore::estimators.core.exceptions.DegenerateValidationWarning")
 
 
 def paper_reference(z: np.ndarray, p: float = 4.0, delta: float = 5.0) -> tuple[float, float]:

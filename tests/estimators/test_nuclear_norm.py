@@ -1,4 +1,4 @@
-"""Nuclear-norm score (estimators/nuclear_norm.py) against np.linalg.svd and closed forms."""
+"""Nuclear-norm score (estimators/scores/nuclear_norm.py) against np.linalg.svd and closed forms."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from estimators import get_estimator
-from estimators.nuclear_norm import NuclearNorm, nuclear_norm_score
+from estimators.scores.nuclear_norm import NuclearNorm, nuclear_norm_score
 
 pytestmark = pytest.mark.filterwarnings(
-    "ignore::estimators.exceptions.DegenerateValidationWarning")
+    "ignore::estimators.core.exceptions.DegenerateValidationWarning")
 
 
 def reference(z: np.ndarray) -> float:

@@ -1,4 +1,4 @@
-"""ScoreMap and leave_one_group_out (estimators/score_map.py), and score estimators with a map."""
+"""ScoreMap and leave_one_group_out (estimators/maths/score_map.py), and score estimators with a map."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from scipy import stats
 from estimators import ScoreMap, get_estimator, leave_one_group_out
 
 pytestmark = pytest.mark.filterwarnings(
-    "ignore::estimators.exceptions.DegenerateValidationWarning")
+    "ignore::estimators.core.exceptions.DegenerateValidationWarning")
 
 
 @pytest.mark.parametrize("method", ["ols", "theil-sen"])

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from estimators.scores import (
+from estimators.maths.confidence import (
     SCORES,
     check_correct,
     check_probs,

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.optimize import nnls
 
-import estimators.calibration as calibration_module
-from estimators.calibration import (
+import estimators.trust.calibration_artifact as calibration_module
+from estimators.trust.calibration_artifact import (
     AUTO_MEMBER_SETS,
     Calibration,
     CalibrationTable,
@@ -18,8 +18,8 @@ from estimators.calibration import (
     leave_one_dataset_out,
     load_calibration,
 )
-from estimators.shift_band import QUANTILE_GRID, band_features, fit_band, weighted_quantile
-from estimators.shift_signals import PANEL
+from estimators.trust.shift_band import QUANTILE_GRID, band_features, fit_band, weighted_quantile
+from estimators.trust.shift_signals import PANEL
 
 METHODS = AUTO_MEMBER_SETS[0]
 

@@ -7,13 +7,13 @@ import pytest
 from scipy.special import softmax
 
 from estimators import available_estimators, get_estimator
-from estimators.label_shift import (
+from estimators.maths.label_shift import (
     class_conditional_stats,
     em_label_marginal,
     label_shift_accuracy,
 )
-from estimators.shift_gate import ShiftGate, gate_weight
-from estimators.temperature import fit_temperature
+from estimators.methods.shift_gate import ShiftGate, gate_weight
+from estimators.maths.temperature import fit_temperature
 
 MEANS = np.array([[0.0, 0.0], [1.6, 0.0], [0.0, 1.6], [1.6, 1.6]])
 

@@ -10,7 +10,7 @@ from scipy.optimize import minimize
 from scipy.special import log_softmax as sp_log_softmax
 
 from estimators import NotFittedError
-from estimators.temperature import (
+from estimators.maths.temperature import (
     TemperatureBoundWarning,
     TemperatureScaling,
     fit_temperature,
@@ -140,7 +140,7 @@ def test_bad_inputs_name_the_argument():
 def test_a_validation_set_is_solved_once_and_the_answer_is_the_same(monkeypatch) -> None:
     # the softmax methods and the shift signals all fit the same temperature on one validation
     # set: the second fit costs a hash, and gives exactly what solving again would
-    from estimators import temperature
+    from estimators.maths import temperature
 
     monkeypatch.setattr(temperature, "_SOLVED", type(temperature._SOLVED)())
     calls: list[int] = []
@@ -169,7 +169,7 @@ def test_a_validation_set_is_solved_once_and_the_answer_is_the_same(monkeypatch)
 
 
 def test_a_remembered_bound_still_warns(monkeypatch) -> None:
-    from estimators import temperature
+    from estimators.maths import temperature
 
     monkeypatch.setattr(temperature, "_SOLVED", type(temperature._SOLVED)())
     y = np.arange(60) % 3

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from estimators import get_estimator
-from estimators import threads as th
+from estimators.core import threads as th
 
 
 def test_small_work_takes_one_thread_and_a_ceiling_of_one_wins():

@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.flow
 
-METHODS = ["ac", "atc-mc", "alsa-g"]
+METHODS = ["ac", "atc-mc", "alsa-g", "gde"]  # gde: the peers step, after both layouts' runs
 PARAMS = {"alsa-g": {"n_anchors": 20, "max_epochs": 30}}
 KEYS = ["run_key", "split", "method"]
 
@@ -60,7 +60,10 @@ def test_sequential_and_two_dask_workers_give_identical_report_rows(
         distributed = _run(tmp_path / "dask", monkeypatch, workers=2)
 
     assert [o.state for o in distributed.outcomes if o.stage != "download"].count("Completed") \
-        == 2 * 3 + 1  # two runs x (train, extract, estimate), then the report
+        == 2 * (2 + len(METHODS) - 1) + 2 + 1  # two runs x (train, extract, one estimate per
+    # method but gde), two peers steps (gde), then the report
+    assert [(e.run_key, e.method) for e in distributed.estimates] == \
+        [(e.run_key, e.method) for e in sequential.estimates]
     seq, dist = _report_rows(tmp_path / "sequential"), _report_rows(tmp_path / "dask")
     assert len(seq) == 2 * 2 * len(METHODS)  # 2 seeds x 2 target splits x methods
     text = [c for c in seq.columns if seq[c].dtype == object]
@@ -146,3 +149,39 @@ def test_dask_layout_retrains_a_cached_checkpoint_whose_file_is_gone(
     after = _report_rows(home)
     for column in ("estimated_accuracy", "true_accuracy", "abs_error"):
         np.testing.assert_allclose(after[column], before[column], rtol=0, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_dask_layout_raises_a_deterministic_failure_without_running_it_again(
+    prefect_server, tiny_suite, tmp_path, monkeypatch
+) -> None:
+    """A task that fails with a ValueError on a worker is not re-run by the flow's healing
+    (only a missing or damaged input file is): the failing fit runs once, and its error is what
+    the flow raises."""
+    import dask
+    import distributed  # noqa: F401  (its config defaults, before dask.config.set below)
+
+    from estimators import ESTIMATORS
+    from tests.flows import _failing_estimator
+
+    dask.config.refresh()
+    count = tmp_path / "fits.txt"
+    monkeypatch.setenv(_failing_estimator.COUNT_ENV, str(count))
+    monkeypatch.setitem(ESTIMATORS, "always-fails", _failing_estimator.AlwaysFails)
+    preload = {"distributed.worker.preload": ["tests.flows._tiny_worker",
+                                              "tests.flows._failing_estimator"]}
+    from flows.benchmark import benchmark
+    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+
+    home = tmp_path / "dask"
+    records = str(home / "prefect-results")
+    monkeypatch.setenv("ALSA_BENCH_HOME", str(home))
+    monkeypatch.setenv("PREFECT_RESULTS_LOCAL_STORAGE_PATH", records)
+    with dask.config.set(preload), \
+            temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: records}):
+        with pytest.raises(ValueError, match="always-fails refuses every validation set"):
+            benchmark(suite="tiny", backbones=["mlp"], seeds=1, epochs=1, max_train_samples=200,
+                      device="cpu", methods=["always-fails"], publish_artifacts=False,
+                      threads_per_task=1, workers=1)
+    assert count.read_text().splitlines() == ["fit"]

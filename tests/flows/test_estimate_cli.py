@@ -335,13 +335,23 @@ def test_score_estimators_do_not_run_by_default(files):
     assert [row["recommended"] for row in rows] == [False] * (len(rows) - 1) + [True]
     low, high = rows[-1]["shift_interval"]
     assert low <= rows[-1]["accuracy"] <= high
-    assert all(r["shift_interval"][0] <= r["interval"][0] for r in rows)
+    # a method the shipped calibration has a band for shows it, around its interval; a method
+    # added since has none yet (null) until `alsa-bench calibrate` fits one
+    from estimators.trust.calibration_artifact import active_calibration
+
+    bands = set(active_calibration().bands)
+    assert {"ac", "doc", "im", "atc-mc", "atc-ne", "cot", "alsa-g", "alsa-e"} <= bands
+    for r in rows[:-1]:
+        if r["method"] in bands:
+            assert r["shift_interval"][0] <= r["interval"][0], r
+        else:
+            assert r["shift_interval"] == [None, None], r
     assert "mano" not in methods and "nuclear-norm" not in methods
 
 
 def test_named_score_estimator_shows_the_score_and_no_accuracy(files):
-    from estimators.mano import mano_score
-    from estimators.nuclear_norm import nuclear_norm_score
+    from estimators.scores.mano import mano_score
+    from estimators.scores.nuclear_norm import nuclear_norm_score
 
     target = np.load(files["target"])["logits"]
     result = invoke("--val", files["val"], "--target", files["target_labelled"],
@@ -362,7 +372,7 @@ def test_named_score_estimator_shows_the_score_and_no_accuracy(files):
 
 
 def test_score_map_param_gives_the_mapped_accuracy(files):
-    from estimators.nuclear_norm import nuclear_norm_score
+    from estimators.scores.nuclear_norm import nuclear_norm_score
 
     target = np.load(files["target"])["logits"]
     result = invoke("--val", files["val"], "--target", files["target"], "--method",
@@ -390,7 +400,7 @@ def test_score_param_without_the_method_is_refused(files):
 
 
 def test_default_level_copy_matches_the_estimators():
-    from estimators.base import DEFAULT_LEVEL
+    from estimators.core.base import DEFAULT_LEVEL
     from flows import estimate_cli
 
     assert estimate_cli.DEFAULT_LEVEL == DEFAULT_LEVEL

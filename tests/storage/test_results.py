@@ -24,6 +24,7 @@ from storage import (
 from storage.results import (
     ResultCorruptError,
     current_file,
+    holds_file,
     ingest,
     read_logits_file,
     results_root,
@@ -144,6 +145,59 @@ def test_estimates_and_anchors_round_trip(tmp_path):
         np.testing.assert_array_equal(positions, anchors["alsa-g"][0].astype(np.float32))
         np.testing.assert_array_equal(peaks, anchors["alsa-g"][1])
         np.testing.assert_array_equal(variances, anchors["alsa-g"][2])
+
+
+def _method_rows(methods, value):
+    return [EstimateRow(RUN.run_key, split, m, "{}", value, 0.6, abs(value - 0.6), 0.01, 0.002)
+            for m in methods for split in ("clean", "noise-3")]
+
+
+def _held(con):
+    return {sha for (sha,) in con.sql(
+        "SELECT sha256 FROM ingested WHERE kind = 'estimates'").fetchall()}
+
+
+def test_one_file_per_method_are_all_held_and_replace_a_whole_run_file(tmp_path):
+    """The pipeline's layout: one estimates file per (run, method), each held beside the others;
+    an older file holding every method of the run is dropped once newer files cover its rows."""
+    root = tmp_path / "results"
+    whole = write_estimates_file(RUN.run_key, _method_rows(["ac", "doc"], 0.5), {}, root)
+    ac = write_estimates_file(RUN.run_key, _method_rows(["ac"], 0.55), {}, root)
+    doc = write_estimates_file(RUN.run_key, _method_rows(["doc"], 0.65), {}, root)
+    with connect(tmp_path / "bench.duckdb") as con:
+        assert ingest(con, whole.path) is True
+        assert ingest(con, ac.path) is True
+        # the whole-run file still holds doc's rows: it stays on record and on disk
+        assert _held(con) == {whole.sha256, ac.sha256} and Path(whole.path).is_file()
+        assert holds_file(con, whole.path) is False  # its ac rows were replaced
+        assert ingest(con, doc.path) is True
+        # ac and doc together cover every pair of the whole-run file: it is gone
+        assert _held(con) == {ac.sha256, doc.sha256} and not Path(whole.path).exists()
+        before = con.sql("SELECT ingested_at FROM ingested ORDER BY sha256").fetchall()
+        # a file whose rows the database holds is not ingested again, though another method's
+        # file came after it
+        assert holds_file(con, ac.path) and holds_file(con, doc.path)
+        assert ingest(con, ac.path) is False and ingest(con, doc.path) is False
+        assert con.sql("SELECT ingested_at FROM ingested ORDER BY sha256").fetchall() == before
+        got = {(r.split, r.method): r.estimated_accuracy for r in read_estimates(con, RUN.run_key)}
+        assert got == {("clean", "ac"): 0.55, ("noise-3", "ac"): 0.55,
+                       ("clean", "doc"): 0.65, ("noise-3", "doc"): 0.65}
+        # a re-run of one method replaces that method's file only
+        ac2 = write_estimates_file(RUN.run_key, _method_rows(["ac"], 0.45), {}, root)
+        assert ingest(con, ac2.path) is True
+        assert _held(con) == {ac2.sha256, doc.sha256} and not Path(ac.path).exists()
+
+
+def test_a_file_partly_replaced_is_ingested_again(tmp_path):
+    root = tmp_path / "results"
+    both = write_estimates_file(RUN.run_key, _method_rows(["ac", "doc"], 0.5), {}, root)
+    ac = write_estimates_file(RUN.run_key, _method_rows(["ac"], 0.55), {}, root)
+    with connect(tmp_path / "bench.duckdb") as con:
+        ingest(con, both.path)
+        ingest(con, ac.path)
+        assert ingest(con, both.path) is True  # its ac rows had been replaced: they come back
+        assert {r.estimated_accuracy for r in read_estimates(con, RUN.run_key)} == {0.5}
+        assert holds_file(con, both.path) and not Path(ac.path).exists()
 
 
 def test_hash_mismatch_is_refused_in_one_line_and_writes_nothing(tmp_path):

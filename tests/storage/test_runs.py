@@ -67,7 +67,7 @@ def test_the_row_keeps_how_and_where_the_run_was_computed(con):
     assert back == stored
     assert (back.compute_mode, back.compute_settings, back.cpu_model, back.cpu_flags) == (
         "reproducible", settings, "AMD EPYC", "sse4_2 avx avx2 fma")
-    # a row without them (written before schema 6, or by a caller that has none) reads as None
+    # a row without them (written before schema 7, or by a caller that has none) reads as None
     upsert_run(con, RunInfo("b.mlp.s0", "toy", "b", "mlp", 0, 3))
     old = get_run(con, "b.mlp.s0")
     assert (old.compute_mode, old.compute_settings, old.cpu_model, old.cpu_flags) == (None,) * 4

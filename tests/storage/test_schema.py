@@ -162,11 +162,13 @@ def test_old_schema_database_is_migrated_and_keeps_its_rows(tmp_path):
         con.execute(statement)
     con.close()
     # read-only: refused with a message that says how to migrate
-    with pytest.raises(SchemaVersionError, match=r"version 1.*expects 6.*writable"):
+    with pytest.raises(SchemaVersionError, match=rf"version 1.*expects {SCHEMA_VERSION}.*writable"):
         with connect(db, read_only=True):
             pass
     with connect(db) as con:  # writable: migrated in place
-        assert read_schema_version(con) == SCHEMA_VERSION == 6
+        assert read_schema_version(con) == SCHEMA_VERSION == 7
+        assert "chunk_key" in _columns(con, "monitor_chunks")  # schema 6: the monitor's history
+        assert "estimator_key" in _columns(con, "monitor_estimates")
         assert _columns(con, "ingested") == ["sha256", "kind", "run_key", "ingested_at"]
         assert _columns(con, "feature_files") == ["run_key", "split", "role", "sha256",
                                                   "labels_sha256", "n_rows", "dim"]
@@ -183,4 +185,4 @@ def test_old_schema_database_is_migrated_and_keeps_its_rows(tmp_path):
         new = [r for r in read_estimates(con, "r") if r.split == "noise"][0]
         assert (new.interval_low, new.interval_high, new.interval_level) == (0.55, 0.65, 0.9)
     with connect(db, read_only=True) as con:  # now current
-        assert read_schema_version(con) == 6
+        assert read_schema_version(con) == SCHEMA_VERSION

@@ -314,7 +314,7 @@ def test_stage_keeps_a_readable_file(
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "missing-array"])
 def test_stage_regenerates_a_corrupted_file(
-    staged: tuple[Path, Graph], tmp_path: Path, damage: str
+    staged: tuple[Path, Graph], tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     _, expected = staged
     path = raw_files(tmp_path)[0]
@@ -331,7 +331,10 @@ def test_stage_regenerates_a_corrupted_file(
             np.savez(handle, x=expected.x, y=expected.y, year=expected.year)
     with pytest.raises(ValueError):
         load_graph(tmp_path)
-    assert stage_arxiv_sim(tmp_path) == [path]
+    with caplog.at_level("WARNING", logger="tasks.data.datasets.arxiv_sim"):
+        assert stage_arxiv_sim(tmp_path) == [path]
+    [said] = [r.getMessage() for r in caplog.records]  # regenerating a damaged file is said
+    assert said.startswith(f"{path} is damaged (") and said.endswith("; generating it again.")
     np.testing.assert_array_equal(load_graph(tmp_path).x, expected.x)
 
 

@@ -15,13 +15,18 @@ from tasks.models.backbones import (
 )
 
 IMAGE = ("mlp", "lenet", "resnet", "resnet18", "cnn3", "alexnet", "mobilenet_v2",
-         "efficientnet_b0")
-#: Backbones trained here (the pretrained ones load published weights: tests/tasks/test_imagenet.py).
-TRAINABLE = sorted(n for n, s in BACKBONES.items() if not s.pretrained)
+         "efficientnet_b0", "resnet18-ft", "resnet50", "vgg11")
+#: The COT paper's backbones, fine-tuned from ImageNet weights at 224 pixels: tested in
+#: tests/tasks/test_finetuned_backbones.py (built on the meta device; VGG11 has 129 M parameters).
+FINETUNED = ("resnet18-ft", "resnet50", "vgg11")
+#: Backbones trained here from scratch (the pretrained ones load published weights:
+#: tests/tasks/test_imagenet.py).
+TRAINABLE = sorted(n for n, s in BACKBONES.items() if not s.pretrained and n not in FINETUNED)
 #: Input shape of an image backbone in these tests (ResNet18 needs 3 x 32 x 32 or more).
 IMAGE_SHAPES = {"resnet18": (3, 32, 32), "cnn3": (3, 28, 28)}
 GRAPH = ("gcn", "sage", "gat", "gin")
 TEXT = ("bow-linear", "minilm-mlp", "minilm-ft", "distilbert")
+TABULAR = ("tab-logreg", "tab-hgb", "tab-mlp")
 TEXTS = np.array(["a fine film", "dull and long", "the cast shines", "misfires", "a triumph"],
                  dtype=object)
 
@@ -46,6 +51,21 @@ def _forward(name: str, n_classes: int, seed: int = 0) -> torch.Tensor:
         cpu = torch.device("cpu")
         with torch.no_grad():
             return net(*net.featurize(TEXTS, cpu).batch(np.arange(len(TEXTS)), cpu))
+    if get_backbone_spec(name).accepts("tabular"):
+        from tasks.data.tables import Table
+        from tasks.models.modalities import get_adapter
+
+        rng = np.random.default_rng(0)  # a fitted model (the encoder is fitted on its rows)
+        table = Table(rng.normal(size=(200, 2)), rng.integers(0, 3, (200, 1)).astype(np.int64),
+                      ("a", "b"), ("c",), (("x", "y", "z"),))
+        y = np.arange(200) % n_classes
+        net = get_backbone(name, n_classes, (5,))
+        get_adapter("tabular").fit(net, get_backbone_spec(name), None, (table, y), (table, y),
+                                   epochs=2, seed=seed, device=torch.device("cpu"),
+                                   progress=False, key="t")
+        with torch.no_grad():
+            return net.eval()(torch.from_numpy(table.numeric[:5]),
+                              torch.from_numpy(table.categorical[:5]))
     if get_backbone_spec(name).accepts("graph"):
         net = get_backbone(name, n_classes, (16,)).eval()
         edges = torch.tensor([[0, 1, 1, 2, 3, 4], [1, 0, 2, 1, 4, 3]])
@@ -61,6 +81,7 @@ def test_registry_lists_every_family_with_its_modality():
     assert set(available_backbones("image")) == set(IMAGE)
     assert set(available_backbones("graph")) == set(GRAPH)
     assert set(available_backbones("text")) == set(TEXT)
+    assert set(available_backbones("tabular")) == set(TABULAR)
     assert list(available_backbones()) == sorted(BACKBONES)
     assert all(BACKBONES[n].modalities == ("graph",) for n in GRAPH)
 

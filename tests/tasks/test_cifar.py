@@ -382,11 +382,16 @@ def test_sources_are_pinned_to_published_checksums() -> None:
     assert (cifar.CIFAR100_ARCHIVE.url, cifar.CIFAR100_ARCHIVE.md5) == (
         CIFAR100.url, CIFAR100.tgz_md5)
     names = {f.filename for f in cifar.SOURCES_CIFAR10}
+    weights = {"resnet18-f37072fd.pth", "resnet50-0676ba61.pth"}  # the COT backbones' (fetched)
     assert names == {"cifar-10-python.tar.gz", *cifar.CIFAR10_1_FILES, cifar.CIFAR10_2_FILE,
-                     "CIFAR-10-C.tar"}
+                     "CIFAR-10-C.tar", *weights}
+    assert {f.filename for f in cifar.SOURCES_CIFAR100} == {
+        "cifar-100-python.tar.gz", "CIFAR-100-C.tar", *weights}
     spec10, spec100 = cifar.SPECS
     assert spec10.online and spec10.recipes["resnet18"]["optimizer"] == "sgd-step"
-    assert spec10.recipes["resnet18"]["batch_size"] == 200 and spec10.backbones == ("resnet18",)
+    assert spec10.recipes["resnet18"]["batch_size"] == 200
+    assert spec10.backbones == spec100.backbones == ("resnet18", "resnet18-ft", "resnet50",
+                                                     "vgg11")
     assert spec100.target_families == ("clean", "synthetic")
 
 

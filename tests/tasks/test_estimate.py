@@ -17,8 +17,8 @@ import pytest
 import storage
 import storage.logits
 from estimators import available_estimators
-from estimators.base import Estimator
-from estimators.registry import ESTIMATORS
+from estimators.core.base import Estimator
+from estimators.core.registry import ESTIMATORS
 from storage import (
     NotFoundError,
     RunInfo,
@@ -259,8 +259,8 @@ def test_every_registered_estimator_on_the_real_registry(run_db):
         (s, m) for s, _, _ in TARGETS for m in methods
     )
     # the score methods store their score and no accuracy (the report maps it)
-    assert nulls == [("mano",), ("nuclear-norm",)]
-    for row in [r for r in rows if r.method in ("mano", "nuclear-norm")]:
+    assert nulls == [("entropy",), ("mano",), ("nuclear-norm",)]
+    for row in [r for r in rows if r.method in ("mano", "nuclear-norm", "entropy")]:
         from estimators import get_estimator
 
         score = json.loads(row.diagnostics_json)["score"]
@@ -268,7 +268,7 @@ def test_every_registered_estimator_on_the_real_registry(run_db):
         assert score == pytest.approx(
             est.estimate(arrays[row.split][0]).diagnostics["score"], abs=1e-9)
         assert np.isnan(row.estimated_accuracy) and np.isnan(row.abs_error)
-    rows = [r for r in rows if r.method not in ("mano", "nuclear-norm")]
+    rows = [r for r in rows if r.method not in ("mano", "nuclear-norm", "entropy")]
     for row in rows:
         assert np.isfinite(row.estimated_accuracy)
         assert row.true_accuracy == _true_accuracy(arrays, row.split)
@@ -286,7 +286,7 @@ def test_every_registered_estimator_on_the_real_registry(run_db):
 # --------------------------------------------------------------------------- issue 11
 def test_intervals_and_per_class_estimates_are_stored(run_db):
     from estimators import get_estimator
-    from estimators.base import per_class_accuracy
+    from estimators.core.base import per_class_accuracy
 
     db, arrays, logits = run_db
     estimate(logits, methods=["ac", "doc"])
@@ -333,10 +333,12 @@ def test_the_opt_in_shift_gate_runs_only_when_named(run_db):
 
 
 def test_feature_methods_are_skipped_with_a_note_when_a_run_stores_no_features(run_db, caplog):
-    from tasks.methods import feature_method_names
+    from tasks.methods import feature_method_names, peer_method_names
 
     db, _, logits = run_db
-    assert default_method_names()[-len(feature_method_names()):] == feature_method_names()
+    n_peer = len(peer_method_names())
+    assert default_method_names()[-len(feature_method_names()) - n_peer:-n_peer] == (
+        feature_method_names())
     assert set(feature_method_names()) <= set(all_method_names())
     with caplog.at_level(logging.WARNING, logger="tasks.stages.estimate"):
         estimate(logits, methods=["ac", "distcs", "aline-s"], code_version="features")

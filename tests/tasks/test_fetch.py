@@ -637,7 +637,8 @@ def test_status_absent_and_guarded(monkeypatch, tmp_path):
     record = dataset_status(NAME, tmp_path).to_record()
     assert record["present"] is False and record["online"] is True
     assert set(record) == {"name", "suite", "modality", "online", "present", "size_bytes",
-                           "backbones", "paper_row", "fetchable", "synthetic"}
+                           "backbones", "paper_row", "fetchable", "synthetic", "group",
+                           "in_default_bench", "source_package", "licence"}
 
 
 def test_a_concurrent_fetch_of_the_same_file_is_refused(server, monkeypatch, tmp_path):

@@ -112,12 +112,16 @@ def test_stage_dataset_returns_a_stable_ref(tmp_path, monkeypatch):
     assert coarse.sha256 == ref.sha256 and coarse.name == "fmnist-coarse"
 
 
-def test_corrupt_staged_file_is_restaged(tmp_path, monkeypatch):
+def test_corrupt_staged_file_is_restaged(tmp_path, monkeypatch, caplog):
     ref = stage_tiny(tmp_path, monkeypatch)
     staged = fmnist.raw_files(ref.root)[0]
     staged.write_bytes(b"broken")
 
-    assert stage_dataset("fmnist", ref.root).sha256 == ref.sha256
+    with caplog.at_level("WARNING", logger="tasks.data.datasets.fmnist"):
+        assert stage_dataset("fmnist", ref.root).sha256 == ref.sha256
+    [said] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert said.startswith(f"{staged} is damaged (its MD5 is not the published one); staging "
+                           "it again from ")
 
 
 def test_checksum_mismatch_names_file_and_checksums(tmp_path):

@@ -51,6 +51,30 @@ def test_future_result_turns_a_failure_into_failed():
     assert future_result(Future("ref")) == "ref"
     assert future_result(Future(FileNotFoundError("logits gone"))) is FAILED
     assert repr(FAILED) == "FAILED"
+    from storage.results import ResultCorruptError
+
+    assert future_result(Future(ResultCorruptError("does not match its hash"))) is FAILED
+    wrapped = RuntimeError("while reading")
+    wrapped.__cause__ = FileNotFoundError("gone")
+    assert future_result(Future(wrapped)) is FAILED
+    # a deterministic failure is raised as it is: no healing rerun would change it
+    for error in (ValueError("alpha must be in (0, 1)"), TypeError("ref must be a LogitsRef"),
+                  RuntimeError("CUDA out of memory")):
+        with pytest.raises(type(error), match=str(error).split("(")[0]):
+            future_result(Future(error))
+
+
+def test_a_recomputation_is_said_in_one_warning_line(caplog):
+    with caplog.at_level("WARNING", logger="tasks.stages.healing"):
+        settle("train", "tiny.mlp.s0", "cached", lambda r: r == "fresh", lambda: "fresh")
+        settle("estimate", "tiny.mlp.s0 ac", FAILED, None, lambda: "fresh")
+        settle("report", "r", "cached", lambda r: True, lambda: "never")  # trusted: nothing said
+    assert [r.getMessage() for r in caplog.records] == [
+        "Stage 'train' (tiny.mlp.s0) has a cached result whose output is missing or damaged; "
+        "recomputing it.",
+        "Stage 'estimate' (tiny.mlp.s0 ac) failed because a file it reads is missing or "
+        "damaged; recomputing it.",
+    ]
 
 
 def test_stage_call_refreshes_or_discards_a_damaged_record(monkeypatch):

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from estimators import available_estimators
 from tasks.methods import (
-    MODEL_AWARE_METHODS,
     all_method_names,
     check_method_names,
     check_method_params,
@@ -25,17 +23,58 @@ ROOT = Path(__file__).resolve().parents[2]
 NOT_YET_ROUTED: set[str] = set()
 
 
-def test_full_list_is_the_estimators_then_the_model_aware_methods() -> None:
-    assert all_method_names() == (
-        *available_estimators(include_scores=True, include_opt_in=True, include_features=True),
-        *MODEL_AWARE_METHODS)
-    # the feature methods run by default, last (skipped with a note where no features exist)
-    from estimators import feature_estimators
+#: The registry keys of the estimator contract (shared/DESIGN.md), in its order: written out
+#: here, not read from the registry whose lists are under test.
+CONTRACT = ("ac", "doc", "im", "atc-mc", "atc-ne", "cot", "alsa-g", "alsa-e")
 
-    assert default_method_names() == (
-        *available_estimators(include_scores=True), *MODEL_AWARE_METHODS,
-        *feature_estimators())
-    assert estimator_names(scores=False, opt_in=False) == tuple(available_estimators())
+
+def test_full_list_is_the_estimators_then_the_model_aware_methods() -> None:
+    names = all_method_names()
+    assert len(set(names)) == len(names)
+    assert [m for m in names if m in CONTRACT] == list(CONTRACT)
+    assert {"mano", "nuclear-norm", "shift-gate", "auto", "distcs", "aline-s", "aline-d",
+            "dispersion"} <= set(names)
+    # the model-aware methods after every estimator (peer methods among them)
+    assert names[-2:] == ("gnnevaluator", "projnorm") and "gde" in names
+
+
+def test_defaults_leave_out_the_opt_in_methods_and_put_the_feature_methods_last() -> None:
+    defaults = default_method_names()
+    assert [m for m in defaults if m in CONTRACT] == list(CONTRACT)
+    assert "shift-gate" not in defaults and "auto" not in defaults  # opt-in: only when named
+    assert {"mano", "nuclear-norm"} <= set(defaults)  # scores run; the report maps them
+    # the feature methods, then the peer methods (run by the peers step where a run has a peer)
+    features = ["distcs", "aline-s", "aline-d", "dispersion", "gde"]
+    assert defaults[-len(features):] == tuple(features)
+    assert defaults[-len(features) - 2:-len(features)] == ("gnnevaluator", "projnorm")
+    assert {"entropy"} <= set(defaults)
+    assert estimator_names(scores=False, opt_in=False)[:len(CONTRACT)] == CONTRACT
+
+
+def test_a_new_estimator_takes_the_place_its_flags_give_it(monkeypatch) -> None:
+    """Registered methods are placed by their class flags alone: a plain one among the
+    defaults, an opt-in one only in the full list, a feature one last."""
+    from estimators import ESTIMATORS, Estimator
+
+    class Plain(Estimator):
+        def _fit(self, z, y): ...  # pragma: no cover
+        def _estimate(self, z): ...  # pragma: no cover
+
+    class OptIn(Plain):
+        opt_in = True
+
+    class NeedsFeatures(Plain):
+        needs_features = True
+
+    for key, cls in (("new-plain", Plain), ("new-opt-in", OptIn), ("new-features", NeedsFeatures)):
+        monkeypatch.setitem(ESTIMATORS, key, cls)
+    defaults = default_method_names()
+    assert "new-plain" in defaults and "new-opt-in" not in defaults
+    assert defaults[-2:] == ("new-features", "gde")  # feature methods, then peer methods
+    assert defaults.index("new-plain") < defaults.index("gnnevaluator")
+    assert {"new-plain", "new-opt-in", "new-features"} <= set(all_method_names())
+    assert "new-features" not in estimator_names() and "new-features" in \
+        estimator_names(features=True)
 
 
 def test_only_tasks_methods_reads_the_estimator_registry_list() -> None:
@@ -90,7 +129,7 @@ def test_check_method_params() -> None:
 def test_build_estimator_seeds_only_what_draws_at_random(recwarn) -> None:
     import numpy as np
 
-    from estimators.exceptions import InertParameterWarning
+    from estimators.core.exceptions import InertParameterWarning
     from tasks.methods import build_estimator
 
     assert build_estimator("alsa-g", {}, 3).get_params()["seed"] == 3

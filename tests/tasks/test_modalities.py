@@ -33,8 +33,9 @@ def _images(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_registry_names_the_modalities_and_refuses_others() -> None:
-    assert available_modalities() == ("graph", "image", "text")
-    with pytest.raises(ValueError, match="modality must be one of graph, image, text; got 'audio'"):
+    assert available_modalities() == ("graph", "image", "tabular", "text")
+    with pytest.raises(ValueError,
+                       match="modality must be one of graph, image, tabular, text; got 'audio'"):
         get_adapter("audio")
 
 

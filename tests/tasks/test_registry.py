@@ -21,9 +21,11 @@ def test_every_dataset_is_registered_with_its_suite_and_modality() -> None:
         "ogbn-arxiv": ("ogbn-arxiv", "graph", True),
         "rt-reviews": ("text", "text", False),
         "sotu-party": ("text", "text", False),
+        "arrests": ("tabular", "tabular", False),
+        "flights-carrier": ("zoo-tabular", "tabular", False),
     }.items()
     assert available_suites()[:2] == ("fmnist", "graph")
-    assert offline_suites() == ("fmnist", "graph", "text")
+    assert offline_suites() == ("fmnist", "graph", "text", "tabular")
     assert suite_modality("graph") == "graph"
     assert get_dataset_spec("fmnist-binary").class_names == ("not-top", "top")
     assert get_dataset_spec("arxiv-sim").module == "tasks.data.datasets.arxiv_sim"

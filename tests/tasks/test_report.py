@@ -164,7 +164,7 @@ def test_simplex_plane_basis_is_orthonormal_and_ignores_shifts() -> None:
 # --------------------------------------------------------------------------- write_report on a DB
 def _fill_db(path, rng: np.random.Generator) -> None:
     from estimators import get_estimator
-    from estimators.exceptions import ConvergenceWarning
+    from estimators.core.exceptions import ConvergenceWarning
     from storage import (
         EstimateRow, RunInfo, SplitInfo, connect, upsert_run, write_anchors, write_estimates,
         write_split,

@@ -37,7 +37,8 @@ def _change(a: np.ndarray, b: np.ndarray) -> float:
 
 def test_registry_has_every_family_and_enough_corruptions():
     assert SHIFT_FAMILIES == (
-        "clean", "synthetic", "label_shift", "subpopulation", "domain", "temporal", "structural", "natural"
+        "clean", "synthetic", "label_shift", "subpopulation", "domain", "temporal", "structural",
+        "natural", "covariate",
     )
     assert len(CORRUPTIONS) >= 12
     assert all(len(c.levels) == 5 for c in CORRUPTIONS.values())

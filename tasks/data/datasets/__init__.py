@@ -3,8 +3,10 @@
 Every module of this package that defines ``SPECS`` (a tuple of :class:`DatasetSpec`) contributes
 its datasets; ``ORDER`` (an int, default 100) places them in listings. Adding a dataset means
 writing its module (stage, load source, load target pool, ``SPECS``) and nothing else: no other
-file changes, so no other dataset's cache key moves (:mod:`tasks.stages.versions`). Importing the
-registry touches no data: loaders run only when a stage calls them.
+file changes, so no other dataset's cache key moves (:mod:`tasks.stages.versions`). Datasets of
+other distributions come from the entry-point group ``alsa_bench.datasets``
+(:mod:`tasks.runtime.plugins`), after these; one that reuses a key is named in a warning and
+skipped. Importing the registry touches no data: loaders run only when a stage calls them.
 
 Examples
 --------
@@ -22,15 +24,20 @@ import pkgutil
 from typing import Final
 
 from tasks.data.spec import DatasetSpec, SourceSplits, TargetPool, imbalanced_counts
+from tasks.runtime.plugins import plugin_members, warn_plugin
 
 __all__ = [
     "DATASETS",
+    "SUITE_GROUPS",
     "DatasetSpec",
     "SourceSplits",
     "TargetPool",
     "available_datasets",
     "available_suites",
+    "default_suites",
     "get_dataset_spec",
+    "group_suites",
+    "suite_group",
     "imbalanced_counts",
 ]
 
@@ -51,6 +58,12 @@ def _collect() -> dict[str, DatasetSpec]:
             if spec.name in found:
                 raise RuntimeError(f"dataset {spec.name!r} is registered twice.")
             found[spec.name] = spec
+    for ep, specs in plugin_members("datasets", DatasetSpec):
+        taken = [s.name for s in specs if s.name in found]
+        if taken:
+            warn_plugin(ep, f"reuses the dataset key {taken[0]!r}")
+            continue
+        found.update((s.name, s) for s in specs)
     return found
 
 
@@ -66,6 +79,48 @@ def available_datasets() -> tuple[str, ...]:
 def available_suites() -> tuple[str, ...]:
     """Suites that have at least one dataset, in registry order."""
     return tuple(dict.fromkeys(spec.suite for spec in DATASETS.values()))
+
+
+#: Suite groups: a name on the command line (``--suite zoo``) that stands for every suite whose
+#: name starts with ``"<group>-"``, with what the group is for. Membership is by prefix, so a
+#: new ``zoo-*`` suite joins the group by its name alone.
+SUITE_GROUPS: Final[dict[str, str]] = {
+    "zoo": "independent source datasets for learning which estimate to trust; not in make bench",
+}
+
+
+def suite_group(suite: str) -> str:
+    """The group of :data:`SUITE_GROUPS` that ``suite`` belongs to by its name, "" if none."""
+    return next((g for g in SUITE_GROUPS if suite.startswith(f"{g}-")), "")
+
+
+def group_suites(group: str) -> tuple[str, ...]:
+    """The suites of a group of :data:`SUITE_GROUPS`: every suite named ``"<group>-..."``, in
+    registry order.
+
+    Raises
+    ------
+    ValueError
+        If ``group`` is not a group, or no registered suite belongs to it.
+    """
+    if group not in SUITE_GROUPS:
+        raise ValueError(f"suite group must be one of {', '.join(SUITE_GROUPS)}; got {group!r}.")
+    members = tuple(s for s in available_suites() if suite_group(s) == group)
+    if not members:
+        raise ValueError(f"suite group {group!r} has no suites: no registered suite is named "
+                         f"{group}-<name>.")
+    return members
+
+
+def default_suites() -> tuple[str, ...]:
+    """The suites of the default benchmark (``alsa-bench run`` without ``--suite``, so
+    ``make bench``): those whose every dataset installs offline and is
+    :attr:`~tasks.data.spec.DatasetSpec.in_default_bench`, in registry order."""
+    return tuple(
+        s for s in available_suites()
+        if all(not spec.online and spec.in_default_bench
+               for spec in DATASETS.values() if spec.suite == s)
+    )
 
 
 def get_dataset_spec(name: str) -> DatasetSpec:

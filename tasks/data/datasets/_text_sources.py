@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import os
 import sys
 import tarfile
@@ -35,6 +36,8 @@ from typing import Final
 
 from storage.hashing import file_sha256
 from tasks.data.files import atomic_target
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "ARCHIVES",
@@ -100,8 +103,10 @@ def _check_digest(actual: str, expected: str, what: str) -> None:
 def stage_bytes(data: bytes, dest: Path, sha256: str, what: str) -> Path:
     """Write ``data`` to ``dest`` atomically after checking its SHA-256 (skip when in place)."""
     _check_digest(hashlib.sha256(data).hexdigest(), sha256, what)
-    if dest.is_file() and file_sha256(dest) == sha256:
-        return dest
+    if dest.is_file():
+        if file_sha256(dest) == sha256:
+            return dest
+        logger.warning("%s is damaged (not the SHA-256 of %s); staging it again.", dest, what)
     with atomic_target(dest) as tmp:
         tmp.write_bytes(data)
     return dest

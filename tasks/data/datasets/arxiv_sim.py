@@ -67,6 +67,7 @@ it back. Changing the default configuration must change the file name's version.
 
 from __future__ import annotations
 
+import logging
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,8 @@ from tasks.data.graphs import Graph
 from tasks.data.files import atomic_target
 from tasks.data.spec import DatasetSpec, SourceSplits, TargetPool
 from tasks.data.temporal import PROTOCOL, temporal_source_splits, temporal_target_pool
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "CLASS_NAMES",
@@ -477,8 +480,8 @@ def stage_arxiv_sim(root: Path | str) -> list[Path]:
         try:
             load_graph(root)
             return [path]
-        except ValueError:
-            pass
+        except ValueError as exc:
+            logger.warning("%s is damaged (%s); generating it again.", path, exc)
     graph = generate_arxiv_sim(ArxivSimConfig(), seed=DATASET_SEED)
     with atomic_target(path) as tmp:
         with open(tmp, "wb") as handle:
@@ -507,6 +510,8 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
     DatasetSpec(
         name="arxiv-sim",
         suite="graph",
+        source_package="generated (seeded; numpy)",
+        licence="generated here (project licence)",
         description=(
             "synthetic growing citation graph shaped like ogbn-arxiv (30k papers 1991-2020, "
             "10 classes, drifting features, homophily and priors)"

@@ -54,6 +54,14 @@ ResNet18 (torchvision, from scratch): SGD with momentum 0.9, learning rate 0.1 m
 every 100 epochs, weight decay 5e-4, batch size 200, early stopping after 10 epochs without a
 better validation accuracy (the best epoch's weights are kept), at most :data:`MAX_EPOCHS`.
 
+The COT paper's backbones (``resnet18-ft``, ``resnet50``, ``vgg11``:
+:mod:`tasks.models.backbones.finetuned`) start from their ImageNet weights (fetched with the
+dataset: :mod:`tasks.data.finetune_weights`) and see the images upsampled to 224 with ImageNet's
+channel statistics (:data:`BACKBONE_INPUTS`, on the GPU when there is one), with their own recipe
+(SGD, lr 1e-3, batch 64, 20 epochs). They train on the same imbalanced source as ResNet18: the
+COT authors' own split (a random 40,000 / 10,000 of the balanced training images) is not the ALSA
+protocol this dataset implements.
+
 Cost
 ----
 The CIFAR-C arrays (19 x 150 MB per dataset) are opened as read-only memory maps when the target
@@ -71,6 +79,7 @@ import zipfile
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final
 
 import numpy as np
@@ -78,6 +87,9 @@ import numpy as np
 from tasks.data.families import ShiftFamily, TargetSplitSpec
 
 from tasks.data.datasets._online import require_files
+from tasks.data.datasets._upsample import upsampling_inputs
+from tasks.data.finetune_weights import FINETUNE_WEIGHTS
+from tasks.data.finetune_weights import remote_files as weight_files
 from tasks.data.spec import (
     DatasetSpec,
     RemoteFile,
@@ -88,6 +100,7 @@ from tasks.data.spec import (
 )
 
 __all__ = [
+    "BACKBONE_INPUTS",
     "CIFAR10_C_DIR",
     "CIFAR100_C_DIR",
     "CORRUPTIONS",
@@ -243,6 +256,7 @@ SOURCES_CIFAR10: Final[tuple[RemoteFile, ...]] = (
         sha256="c72763e101c723b7c507b96205f7e938912a5d587376173b825850cf3cb876a7",
         size=2_918_471_680,
     ),
+    *weight_files(),
 )
 SOURCES_CIFAR100: Final[tuple[RemoteFile, ...]] = (
     CIFAR100_ARCHIVE,
@@ -253,6 +267,7 @@ SOURCES_CIFAR100: Final[tuple[RemoteFile, ...]] = (
         sha256="30ee6543a1bfd049fa33834b7c1ada301e7064b7fbe8fc38340eb8b62ced4b33",
         size=2_918_473_216,
     ),
+    *weight_files(),
 )
 
 
@@ -733,6 +748,12 @@ cifar100_inputs.on_device = partial(  # type: ignore[attr-defined]
     _normalise_on_device, mean=CIFAR100_MEAN, std=CIFAR100_STD)
 
 
+#: The COT paper's backbones see the images upsampled to 224 with ImageNet's channel statistics
+#: (:func:`tasks.data.datasets._upsample.upsampling_inputs`; its torch twin runs on CUDA).
+BACKBONE_INPUTS: Final[Mapping[str, Any]] = MappingProxyType(
+    dict.fromkeys(FINETUNE_WEIGHTS, upsampling_inputs(_SIDE)))
+
+
 # --------------------------------------------------------------------------- CIFAR-C family
 
 
@@ -793,9 +814,10 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
         to_inputs=cifar10_inputs,
         online=True,
         paper_row="CIFAR10 (Table 1: CIFAR-10.1, CIFAR-10.2, CIFAR-10C)",
-        backbones=("resnet18",),
+        backbones=("resnet18", *FINETUNE_WEIGHTS),
         sources=SOURCES_CIFAR10,
         recipes={"resnet18": RESNET18_RECIPE},
+        backbone_inputs=BACKBONE_INPUTS,
         natural_targets=(("cifar10.1", "cifar10.1-v6", 1), ("cifar10.2", "cifar10.2", 2)),
         own_families=(CIFAR_C_FAMILY,),
     ),
@@ -815,9 +837,10 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
         to_inputs=cifar100_inputs,
         online=True,
         paper_row="CIFAR100 (Table 1: CIFAR-100C)",
-        backbones=("resnet18",),
+        backbones=("resnet18", *FINETUNE_WEIGHTS),
         sources=SOURCES_CIFAR100,
         recipes={"resnet18": RESNET18_RECIPE},
+        backbone_inputs=BACKBONE_INPUTS,
         own_families=(CIFAR_C_FAMILY,),
     ),
 )

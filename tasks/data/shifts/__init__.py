@@ -19,6 +19,8 @@ family             modality   splits                                            
 ``domain``         image      ``mnistm-photo-<severity>``, photo-patch blend       :mod:`.domain`
 ``temporal``       graph      ``temporal-<year>``, 2015-2020 snapshots             :mod:`.temporal`
 ``structural``     graph      edge drop / feature noise / class priors, x 5        :mod:`.structural`
+(7 families)       tabular    clean, covariate, noise and missing values, label    :mod:`.tabular`
+                              shift, group reweighting, natural temporal/domain
 =================  =========  ===================================================  ===============
 
 Examples

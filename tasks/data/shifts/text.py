@@ -139,5 +139,7 @@ FAMILIES: Final[tuple[ShiftFamily, ...]] = (
     ShiftFamily("clean", 0, ("text",), _clean_splits, _clean),
     ShiftFamily("label_shift", 2, ("text",), _label_splits, _label_shift),
     ShiftFamily("domain", 4, ("text",), _domain_splits, _domain),
-    ShiftFamily("temporal", 5, ("text",), _temporal_splits, _temporal),
+    # sotu-party's eras: the party signal of 1853-1912 inverts later (natural, concept shift)
+    ShiftFamily("temporal", 5, ("text",), _temporal_splits, _temporal, natural=True,
+                concept_shift=True),
 )

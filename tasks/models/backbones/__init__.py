@@ -1,12 +1,6 @@
 """Backbone registry: every classifier architecture, collected from one module per modality.
 
 Each module of this package (``image.py``, ``graph.py``, ...) defines ``SPECS``, a tuple of
-:class:`BackboneSpec`; this registry imports them on first use, so adding an architecture is one
-entry in its modality's module and touches no other file (and so no other dataset's cache key).
-Every entry declares the modalities it accepts; :func:`check_backbone` refuses a pairing such as
-``lenet`` on a graph before anything is trained.
-
-===============  ========  =====================================================================
 key              modality  architecture
 ===============  ========  =====================================================================
 mlp              image     flatten, 256 - 128 hidden units, ReLU, dropout 0.1
@@ -25,14 +19,25 @@ bow-linear       text      hashed uni+bigram bag of words, linear
 minilm-mlp       text      MLP on frozen all-MiniLM-L6-v2 embeddings
 minilm-ft        text      MiniLM with its top layer fine-tuned
 distilbert       text      DistilBERT-base-uncased fine-tuned (local weights only)
+tab-logreg       tabular   logistic regression (scikit-learn) on the one-hot encoding, as tensors
+tab-hgb          tabular   histogram gradient-boosted trees (scikit-learn), node arrays as tensors
+tab-mlp          tabular   MLP 128-64 on the one-hot encoding
 ===============  ========  =====================================================================
+=======
+:class:`BackboneSpec`; so does every plugin of the entry-point group ``alsa_bench.backbones``
+(:mod:`tasks.runtime.plugins`). Adding an architecture is a module of its own (or a plugin)
+that touches no other file, so no other run's cache key moves (:mod:`tasks.stages.versions`
+hashes the run's backbone module only). Every entry declares the modalities it accepts;
+:func:`check_backbone` refuses a pairing such as ``lenet`` on a graph before anything is
+trained. ``alsa-bench datasets`` lists which backbones apply to each dataset
+(:func:`backbones_for`), and each entry's ``description`` says what it is.
 
 Examples
 --------
 >>> get_backbone_spec("gcn").modalities
 ('graph',)
->>> available_backbones("image")[:4]
-('alexnet', 'cnn3', 'efficientnet_b0', 'lenet')
+>>> "lenet" in available_backbones("image") and "gcn" not in available_backbones("image")
+True
 """
 
 from __future__ import annotations
@@ -42,12 +47,15 @@ import pkgutil
 
 from torch import nn
 
+from tasks.data.spec import DatasetSpec
 from tasks.models.backbones.base import BackboneSpec
+from tasks.runtime.plugins import plugin_members, warn_plugin
 
 __all__ = [
     "BACKBONES",
     "BackboneSpec",
     "available_backbones",
+    "backbones_for",
     "check_backbone",
     "get_backbone",
     "get_backbone_spec",
@@ -66,6 +74,12 @@ def _collect() -> dict[str, BackboneSpec]:
             if spec.name in found:
                 raise RuntimeError(f"backbone {spec.name!r} is registered twice.")
             found[spec.name] = spec
+    for ep, specs in plugin_members("backbones", BackboneSpec):
+        taken = [s.name for s in specs if s.name in found]
+        if taken:
+            warn_plugin(ep, f"reuses the backbone key {taken[0]!r}")
+            continue
+        found.update((s.name, s) for s in specs)
     return found
 
 
@@ -76,6 +90,21 @@ BACKBONES: dict[str, BackboneSpec] = _collect()
 def available_backbones(modality: str | None = None) -> tuple[str, ...]:
     """Registered backbone keys, sorted; only those accepting ``modality`` when given."""
     return tuple(sorted(k for k, s in BACKBONES.items() if modality is None or s.accepts(modality)))
+
+
+def backbones_for(dataset: DatasetSpec) -> tuple[str, ...]:
+    """The backbones that apply to a dataset, sorted.
+
+    Those of its modality that the dataset lists (:attr:`DatasetSpec.backbones`; every one of
+    the modality when it lists none), and those that name the dataset themselves
+    (:attr:`BackboneSpec.datasets`).
+
+    >>> from tasks.data.datasets import get_dataset_spec
+    >>> "resnet18" in backbones_for(get_dataset_spec("cifar10"))
+    True
+    """
+    return tuple(b for b in available_backbones(dataset.modality)
+                 if dataset.applies(b) or dataset.name in BACKBONES[b].datasets)
 
 
 def get_backbone_spec(name: str) -> BackboneSpec:

@@ -24,7 +24,8 @@ class BackboneSpec:
     description : str
         One line for listings.
     modalities : tuple of str
-        Modalities (``"image"``, ``"graph"``, ``"text"``) whose inputs the architecture accepts;
+        Modalities (``"image"``, ``"graph"``, ``"text"``, ``"tabular"``) whose inputs the
+        architecture accepts;
         a run of a dataset of another modality is refused before anything is trained.
     epochs : int
         Default number of training epochs (the maximum, for recipes with early stopping).
@@ -42,6 +43,11 @@ class BackboneSpec:
     patience : int or None
         Stop when validation accuracy has not improved for this many epochs and keep the best
         epoch's weights (the paper's graph recipe: 20); None trains every epoch.
+    datasets : tuple of str, default ()
+        Datasets the backbone applies to besides those whose
+        :attr:`~tasks.data.spec.DatasetSpec.backbones` name it (a backbone added in a module
+        of its own, or by a plugin, attaches itself to existing datasets without editing their
+        modules, so no other run's cache key moves): :func:`tasks.models.backbones.backbones_for`.
     pretrained : bool, default False
         True when ``build`` returns a classifier with its published weights already loaded
         (torchvision's ImageNet models, :mod:`tasks.models.backbones.pretrained`): the train stage
@@ -61,6 +67,7 @@ class BackboneSpec:
     optimizer: str = "adamw-onecycle"
     patience: int | None = None
     pretrained: bool = False
+    datasets: tuple[str, ...] = ()
 
     def accepts(self, modality: str) -> bool:
         """Whether the architecture takes inputs of ``modality``."""

@@ -6,6 +6,7 @@ modality    a split's samples                           module
 ``image``   ``uint8``/float array ``(n, ...)``          :mod:`tasks.models.modalities.image`
 ``graph``   :class:`tasks.data.graphs.GraphSplit`            :mod:`tasks.models.modalities.graph`
 ``text``    ``object`` array of ``str`` ``(n,)``        :mod:`tasks.models.modalities.text`
+``tabular`` :class:`tasks.data.tables.Table` (rows)          :mod:`tasks.models.modalities.tabular`
 ==========  ==========================================  ===============================
 
 Examples
@@ -26,6 +27,7 @@ _MODULES = {
     "image": "tasks.models.modalities.image",
     "graph": "tasks.models.modalities.graph",
     "text": "tasks.models.modalities.text",
+    "tabular": "tasks.models.modalities.tabular",
 }
 
 
