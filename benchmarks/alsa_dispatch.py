@@ -18,10 +18,6 @@ reproducible mode whatever the host's preference (``ATEN_CPU_CAPABILITY``,
     nice -n 10 python benchmarks/alsa_dispatch.py
     nice -n 10 python benchmarks/alsa_dispatch.py --logits RESULTS/logits/<sha>.parquet
 
-Part 3 traces every torch operation of one fit (``TorchDispatchMode``) in two configurations and
-names the operations whose outputs differ although their inputs are equal: the
-dispatch-dependent ones, found rather than guessed.
-
 ``--logits`` takes a run's published logits file (``<state>/results/logits/*.parquet``) instead
 of the synthetic set (10 classes, 5,000 validation rows, 8 target sets with growing shift).
 """
@@ -73,12 +69,11 @@ def ops_worker() -> dict[str, str]:
 
     torch.set_num_threads(2)
     rng = np.random.default_rng(0)
-    # every input drawn by numpy, so an operation's digest depends on that operation alone
     u = torch.from_numpy(rng.standard_normal((8192, 11), dtype=np.float32))
+    u = u / u.norm(dim=1, keepdim=True)
     w = torch.from_numpy(rng.standard_normal((1000, 11), dtype=np.float32))
-    d = torch.from_numpy(rng.uniform(0.0, 2.0, (8192, 1000)).astype(np.float32))
-    arg = torch.from_numpy((-(rng.uniform(0.0, 2.0, (8192, 1000)) ** 2) * 4.0)
-                           .astype(np.float32))
+    d = 1.0 - u @ (w / w.norm(dim=1, keepdim=True)).t()
+    arg = (-(d * d) * 4.0).clamp(-80.0, 0.0)
     p = torch.from_numpy(rng.standard_normal(1000, dtype=np.float32))
     e = torch.from_numpy(rng.standard_normal(8192, dtype=np.float32)) / 8192
     i = torch.from_numpy(rng.standard_normal(8192, dtype=np.float32)) * 3
@@ -94,39 +89,6 @@ def ops_worker() -> dict[str, str]:
         "sum  float32 (ATen)": _digest(arg.sum(dim=1)),
         "norm rows (ATen)": _digest(w.norm(dim=1)),
     }
-
-
-def trace_worker(method: str, limit: int = 400_000) -> list[list[str]]:
-    """Every torch operation of one ALSA fit on the synthetic set: [name, digest of its float
-    inputs, digest of its float outputs], in order (the first ``limit``)."""
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
-
-    from estimators import get_estimator
-    from tasks.runtime.threads import pinned_threads
-
-    def digest(values: Any) -> str:
-        h = hashlib.sha256()
-        for v in tree_flatten(values)[0]:
-            if isinstance(v, torch.Tensor) and v.is_floating_point():
-                h.update(v.detach().contiguous().cpu().numpy().tobytes())
-        return h.hexdigest()[:12]
-
-    log: list[list[str]] = []
-
-    class Trace(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-            inputs = digest((args, kwargs or {}))
-            out = func(*args, **(kwargs or {}))
-            if len(log) < limit:
-                log.append([str(func), inputs, digest(out)])
-            return out
-
-    val, yv, _ = _synthetic()
-    with pinned_threads(2), Trace():
-        get_estimator(method, seed=0).fit(val, yv)
-    return log
 
 
 def _synthetic() -> tuple[Any, Any, list[tuple[str, Any]]]:
@@ -188,8 +150,7 @@ def _run(config: str, part: str, logits: str | None) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--logits", help="a run's logits file instead of the synthetic set")
-    parser.add_argument("--worker", choices=("ops", "fit", "trace-alsa-g", "trace-alsa-e"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=("ops", "fit"), help=argparse.SUPPRESS)
     parser.add_argument("--pinned", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -197,10 +158,7 @@ def main() -> None:
             from tasks.runtime.reproducible import apply_environment
 
             apply_environment(True)
-        if args.worker.startswith("trace-"):
-            result: Any = trace_worker(args.worker.removeprefix("trace-"))
-        else:
-            result = ops_worker() if args.worker == "ops" else fit_worker(args.logits)
+        result = ops_worker() if args.worker == "ops" else fit_worker(args.logits)
         print(json.dumps(result))
         return
     import torch
@@ -227,25 +185,6 @@ def main() -> None:
     pinned = [c for c in CONFIGS if CONFIGS[c][1]]
     equal = all(fits[c][k] == fits[pinned[0]][k] for c in pinned for k in keys)
     print(f"# pinned configurations identical to each other: {equal}")
-    print("## Part 3: the first operation of the fit whose output differs from its twin's "
-          "although its inputs are equal (torch dispatch trace, synthetic set)")
-    for method in ("alsa-g", "alsa-e"):
-        base_name = "avx512 / MKL compatible"
-        base = _run(base_name, f"trace-{method}", None)
-        for other in ("avx2 / MKL compatible", "default / MKL compatible", "avx512 / MKL auto"):
-            trace = _run(other, f"trace-{method}", None)
-            first = next((i for i, (a, b) in enumerate(zip(base, trace, strict=False))
-                          if a[2] != b[2]), None)
-            if first is None:
-                print(f"{method}: {other} vs {base_name}: the {len(base)} traced outputs agree")
-                continue
-            a, b = base[first], trace[first]
-            same_in = "equal inputs" if a[1] == b[1] else "inputs already differ"
-            ops = sorted({x[0] for x, y in zip(base, trace, strict=False)
-                          if x[1] == y[1] and x[2] != y[2]})
-            print(f"{method}: {other} vs {base_name}: first difference at operation {first} "
-                  f"of {len(base)}: {a[0]} ({same_in}); every operation that differs on equal "
-                  f"inputs: {', '.join(ops)}")
 
 
 if __name__ == "__main__":
