@@ -7,8 +7,9 @@
 # BENCH_ARGS (arguments to `alsa-bench run`; default --seeds 3, the paper's protocol, over every
 # offline suite: fmnist, graph, text and tabular; add --fast to leave the reproducible
 # mode), PYTEST_ARGS (extra arguments to pytest).
-# `make bench` computes in the reproducible mode (pinned CPU kernels: the same numbers on any
-# x86-64 CPU with AVX2) and ends by comparing its numbers with docs/BENCHMARK.md; a difference is
+# `make bench` computes in the reproducible mode (pinned CPU kernels, meant to give the same
+# numbers on any x86-64 CPU with AVX2; what was measured: docs/PERFORMANCE.md, "Same numbers on
+# any machine") and ends by comparing its numbers with docs/BENCHMARK.md; a difference is
 # reported, never a failure.
 
 PYTHON ?= python3

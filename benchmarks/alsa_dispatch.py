@@ -7,7 +7,8 @@ kernels (AVX-512 instead of AVX2: other accumulation widths, other Sleef variant
 another GEMM branch, so the fitted anchors, and the estimates, move in the last digits.
 
 Part 1 runs each operation alone on fixed float32 inputs of the fit's shapes (a row chunk of
-8,192 x 1,000 anchors, 11-d canonical logits) in one process per configuration and prints a
+8,192 x 1,000 anchors, 11-d canonical logits), every input drawn by numpy so that a digest
+depends on that operation's kernel alone, in one process per configuration and prints a
 digest of its output: which operations change with ATen's capability, which with MKL's branch.
 Part 2 fits ALSA-G and ALSA-E (``estimators``, the pipeline's defaults, seed 0) on one
 validation set and estimates target sets, per configuration, and prints the largest difference
@@ -16,6 +17,7 @@ reproducible mode whatever the host's preference (``ATEN_CPU_CAPABILITY``,
 ``ONEDNN_MAX_CPU_ISA`` and ``MKL_CBWR`` set before the mode pins them are overridden).
 
     nice -n 10 python benchmarks/alsa_dispatch.py
+    nice -n 10 python benchmarks/alsa_dispatch.py --parts 1          # the operations only
     nice -n 10 python benchmarks/alsa_dispatch.py --logits RESULTS/logits/<sha>.parquet
 
 ``--logits`` takes a run's published logits file (``<state>/results/logits/*.parquet``) instead
@@ -69,11 +71,13 @@ def ops_worker() -> dict[str, str]:
 
     torch.set_num_threads(2)
     rng = np.random.default_rng(0)
+    # every input drawn by numpy (never computed by torch), so an operation's digest depends
+    # on that operation's kernel alone, not on a kernel that computed its input
     u = torch.from_numpy(rng.standard_normal((8192, 11), dtype=np.float32))
-    u = u / u.norm(dim=1, keepdim=True)
     w = torch.from_numpy(rng.standard_normal((1000, 11), dtype=np.float32))
-    d = 1.0 - u @ (w / w.norm(dim=1, keepdim=True)).t()
-    arg = (-(d * d) * 4.0).clamp(-80.0, 0.0)
+    d = torch.from_numpy(rng.uniform(0.0, 2.0, (8192, 1000)).astype(np.float32))
+    arg = torch.from_numpy((-(rng.uniform(0.0, 2.0, (8192, 1000)) ** 2) * 4.0)
+                           .astype(np.float32))
     p = torch.from_numpy(rng.standard_normal(1000, dtype=np.float32))
     e = torch.from_numpy(rng.standard_normal(8192, dtype=np.float32)) / 8192
     i = torch.from_numpy(rng.standard_normal(8192, dtype=np.float32)) * 3
@@ -150,6 +154,8 @@ def _run(config: str, part: str, logits: str | None) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--logits", help="a run's logits file instead of the synthetic set")
+    parser.add_argument("--parts", default="1,2",
+                        help="which parts to run, comma-separated: 1 (operations), 2 (fits)")
     parser.add_argument("--worker", choices=("ops", "fit"), help=argparse.SUPPRESS)
     parser.add_argument("--pinned", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -161,30 +167,36 @@ def main() -> None:
         result = ops_worker() if args.worker == "ops" else fit_worker(args.logits)
         print(json.dumps(result))
         return
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    if not parts or parts - {"1", "2"}:
+        parser.error(f"--parts must name 1 and/or 2, comma-separated; got {args.parts!r}.")
     import torch
 
     print(f"# torch {torch.__version__}, {os.cpu_count()} CPUs; 2 threads")
-    print("## Part 1: each operation's output digest")
-    ops = {c: _run(c, "ops", None) for c in CONFIGS if not CONFIGS[c][1]}
-    names = list(next(iter(ops.values())))
-    short = {c: c.replace(" / MKL ", "/") for c in ops}
-    print(f"{'operation':32} " + " ".join(f"{short[c]:>14}" for c in ops))
-    for name in names:
-        print(f"{name:32} " + " ".join(f"{ops[c][name]:>14}" for c in ops))
-    print("## Part 2: ALSA-G and ALSA-E estimates, largest |difference| from the first row")
-    fits = {c: _run(c, "fit", args.logits) for c in CONFIGS}
-    first = next(iter(fits.values()))
-    keys = [k for k in first if not k.startswith("_")]
-    print(f"{'configuration':30} {'ATen':8} {'alsa-g':>10} {'alsa-e':>10} {'estimates equal':>16}")
-    for config, est in fits.items():
-        diff = {m: max(abs(est[k] - first[k]) for k in keys if k.startswith(m))
-                for m in ("alsa-g", "alsa-e")}
-        same = sum(est[k] == first[k] for k in keys)
-        print(f"{config:30} {est['_capability']:8} {diff['alsa-g']:10.1e} {diff['alsa-e']:10.1e} "
-              f"{same:>9} of {len(keys)}")
-    pinned = [c for c in CONFIGS if CONFIGS[c][1]]
-    equal = all(fits[c][k] == fits[pinned[0]][k] for c in pinned for k in keys)
-    print(f"# pinned configurations identical to each other: {equal}")
+    if "1" in parts:
+        print("## Part 1: each operation's output digest")
+        ops = {c: _run(c, "ops", None) for c in CONFIGS if not CONFIGS[c][1]}
+        names = list(next(iter(ops.values())))
+        short = {c: c.replace(" / MKL ", "/") for c in ops}
+        print(f"{'operation':32} " + " ".join(f"{short[c]:>14}" for c in ops))
+        for name in names:
+            print(f"{name:32} " + " ".join(f"{ops[c][name]:>14}" for c in ops))
+    if "2" in parts:
+        print("## Part 2: ALSA-G and ALSA-E estimates, largest |difference| from the first row")
+        fits = {c: _run(c, "fit", args.logits) for c in CONFIGS}
+        first = next(iter(fits.values()))
+        keys = [k for k in first if not k.startswith("_")]
+        print(f"{'configuration':30} {'ATen':8} {'alsa-g':>10} {'alsa-e':>10} "
+              f"{'estimates equal':>16}")
+        for config, est in fits.items():
+            diff = {m: max(abs(est[k] - first[k]) for k in keys if k.startswith(m))
+                    for m in ("alsa-g", "alsa-e")}
+            same = sum(est[k] == first[k] for k in keys)
+            print(f"{config:30} {est['_capability']:8} {diff['alsa-g']:10.1e} "
+                  f"{diff['alsa-e']:10.1e} {same:>9} of {len(keys)}")
+        pinned = [c for c in CONFIGS if CONFIGS[c][1]]
+        equal = all(fits[c][k] == fits[pinned[0]][k] for c in pinned for k in keys)
+        print(f"# pinned configurations identical to each other: {equal}")
 
 
 if __name__ == "__main__":

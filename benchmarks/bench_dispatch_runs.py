@@ -21,6 +21,8 @@ the fast ones show the drift each preference causes. Timings come from a shared 
 load average printed with them.
 
     nice -n 10 python benchmarks/bench_dispatch_runs.py --root /tmp/dispatch
+    nice -n 10 python benchmarks/bench_dispatch_runs.py --root /tmp/dispatch --reuse \\
+        --configs pinned,fast/prefers-default     # adds a configuration, keeps the runs done
     nice -n 10 python benchmarks/bench_dispatch_runs.py --root /tmp/d --configs pinned,fast \\
         -- --suite fmnist --dataset fmnist-coarse --backbone lenet --seeds 1
 """
@@ -128,6 +130,10 @@ def main() -> None:
                         + ", ".join(CONFIGS))
     parser.add_argument("--no-run", action="store_true",
                         help="compare the state folders an earlier call left under --root")
+    parser.add_argument("--reuse", action="store_true",
+                        help="do not run again a configuration whose state folder under --root "
+                        "holds a completed run of an earlier call (same position, name and run "
+                        "arguments)")
     parser.add_argument("run_args", nargs="*", help="after --: arguments of `alsa-bench run`")
     args = parser.parse_args()
     names = [c.strip() for c in args.configs.split(",") if c.strip()]
@@ -141,7 +147,9 @@ def main() -> None:
     for i, name in enumerate(names):  # a name given twice runs twice (interleaved timings)
         label = name if name not in results else f"{name} #{i}"
         home = args.root / f"{i}-{re.sub(r'[^A-Za-z0-9]+', '-', name)}"
-        times = _times(home) if args.no_run else _run(name, home, run_args)
+        done = (home / "times.json").is_file() and (home / "bench.duckdb").is_file()
+        times = _times(home) if args.no_run or (args.reuse and done) \
+            else _run(name, home, run_args)
         results[label] = (home, times)
         print(f"# ran {label!r} in {times['wall']:.0f} s (load {os.getloadavg()[0]:.2f})",
               flush=True)

@@ -30,9 +30,9 @@ COMPARE_NOTE = (
     "(`alsa-bench report --compare docs/BENCHMARK.md`): it names every cell that differs, by "
     "how much and whether within the seeds' spread, every run that trained another model and "
     "why, and says in one line whether the numbers are the same, host noise or a real "
-    "difference. The numbers are computed in the reproducible mode (pinned kernels, see "
-    "[PERFORMANCE.md](PERFORMANCE.md), \"Same numbers on any machine\"), so another x86-64 CPU "
-    "with AVX2 gives the same digits."
+    "difference. The numbers are computed in the reproducible mode (pinned kernels), meant to "
+    "give the same digits on any x86-64 CPU with AVX2; what was measured, and on which CPUs, is "
+    "in [PERFORMANCE.md](PERFORMANCE.md), \"Same numbers on any machine\"."
 )
 
 
