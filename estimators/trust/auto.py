@@ -170,7 +170,7 @@ class Auto(Estimator):
         calibration = _calibration()
         if self.methods is None:
             return calibration.auto_members()
-        return calibration.stack_for(self.methods).members
+        return tuple(calibration.stack_for(self.methods).members)
 
     def used_estimators(self) -> tuple[str, ...]:
         """The members (:meth:`members`)."""

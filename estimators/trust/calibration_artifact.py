@@ -234,7 +234,7 @@ class Calibration:
             If the artifact holds no combination for ``auto``.
         """
         if self.auto_default is not None:
-            return self.stack_for(self.auto_default).members
+            return tuple(self.stack_for(self.auto_default).members)
         if not self.stacks:
             raise ValueError("This calibration holds no combination for auto (its 'stacks' are "
                              "empty); refit it with `alsa-bench calibrate --db PATH`.")
