@@ -372,6 +372,11 @@ class Estimator(ABC):
         super().__init_subclass__(**kwargs)
         if "PARAMS" in cls.__dict__ and "__init__" not in cls.__dict__:
             setattr(cls, "__init__", make_init(cls.PARAMS))  # noqa: B010  (mypy: no method assignment)
+        if (cls.needs_peer or cls.reads_peers) and \
+                cls._estimate_with_peers is Estimator._estimate_with_peers:
+            raise TypeError(
+                f"{cls.__name__} declares needs_peer or reads_peers, so it must implement "
+                "_estimate_with_peers(target_logits, target_features, target_peers).")
 
     # ----------------------------------------------------------------- parameters
     @classmethod
@@ -725,7 +730,8 @@ class Estimator(ABC):
     ) -> tuple[float, NDArray[np.float64] | None, Mapping[str, Any]]:
         """``_estimate`` of the methods with ``needs_peer`` (always) or ``reads_peers`` (when
         peers were given): validated target logits, features (or None) and the peers'
-        predictions (the fitted ones are ``self.fit_peers_``)."""
-        raise NotImplementedError(
-            f"{type(self).__name__} declares needs_peer or reads_peers but does not implement "
-            "_estimate_with_peers.")
+        predictions (the fitted ones are ``self.fit_peers_``). Only called for those methods,
+        which must override it (checked when the class is defined); the default, for any other
+        caller, ignores the peers."""
+        return self._estimate_with_features(target_logits, target_features) \
+            if target_features is not None else self._estimate(target_logits)

@@ -346,3 +346,17 @@ def test_other_feature_methods_ignore_peers(key):
         b = est.estimate(FDATA["target_logits"], target_features=FDATA["target_features"],
                          peer_target_logits=pt)
     assert a.accuracy == b.accuracy or (np.isnan(a.accuracy) and np.isnan(b.accuracy))
+
+
+def test_a_peer_method_without_its_peer_estimate_is_refused_when_defined() -> None:
+    import pytest as _pytest
+
+    from estimators import Estimator
+
+    with _pytest.raises(TypeError, match="declares needs_peer or reads_peers, so it must "
+                                         "implement _estimate_with_peers"):
+        class Broken(Estimator):  # noqa: F841
+            needs_peer = True
+
+            def _fit(self, z, y): ...  # pragma: no cover
+            def _estimate(self, z): ...  # pragma: no cover
