@@ -388,7 +388,10 @@ def test_float_rounding_moves_no_estimate_by_more_than_a_tenth_point(key):
 
 @pytest.mark.parametrize("key", KEYS)
 def test_float_rounding_stability_at_50k_rows(key):
-    params = {"n_anchors": 60, "max_epochs": 150, "device": "cpu"} if key in ITERATIVE else {}
+    # n_threads pinned: ALSA picks its threads from the idle cores, and two fits of one test on
+    # different thread counts sum in different orders (a 1e-11 difference on a busy machine)
+    params = ({"n_anchors": 60, "max_epochs": 150, "device": "cpu", "n_threads": 1}
+              if key in ITERATIVE else {})
     _stability_case(key, 50_000, 10, params)
 
 
