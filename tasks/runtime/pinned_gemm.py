@@ -1,0 +1,245 @@
+"""The reproducible mode's matrix products: OpenBLAS's pinned kernels instead of MKL's.
+
+In the reproducible mode every GEMM must add in the same order on every CPU. MKL does that
+only on its ``COMPATIBLE`` branch (``MKL_CBWR``), the one branch it honours on a non-Intel
+CPU, and that branch is slow: 85 GFLOP/s against 176 on MKL's own choice, for a
+8,192 x 384 x 1,536 float32 product on 2 threads of the AMD EPYC that generated
+``docs/BENCHMARK.md``. numpy's OpenBLAS, pinned to its Haswell kernels
+(``OPENBLAS_CORETYPE=Haswell``, which the mode sets), computes the same product at 238
+GFLOP/s. Its order of addition follows the kernel set (pinned), its blocking constants
+(compiled in per kernel set, not read from the CPU's caches), the shapes and the thread count:
+measured on OpenBLAS 0.3.31, one product on 1 and 2 threads, or cut into row blocks, differs in
+the last bits (:func:`matmul` therefore cuts every product into fixed blocks, each a one-thread
+call). ``docs/PERFORMANCE.md``, "Same numbers on any machine", has the measurements.
+
+So, inside a reproducible stage task on the CPU (:func:`pinned_products`),
+``torch.nn.functional.linear`` (every ``nn.Linear``, the text encoder's projections,
+torch-geometric's ``Linear``) computes its forward and backward products through numpy
+(:func:`linear`). Measured on that machine (``benchmarks/bench_reproducible.py``): the text
+encoder's float32 forward 6.7 s against 11.2 s on MKL's ``COMPATIBLE`` branch (the fast mode,
+in bfloat16: 2.0 s); the MLP's and GraphSAGE's training a little faster.
+
+Convolutions stay on ATen's own kernels (im2col and MKL's ``COMPATIBLE`` GEMM, one image at a
+time). The same im2col computed as one OpenBLAS product over the batch was tried and gave
+nothing: the ResNet's training 1.64 s against 1.60 s (40 steps; the fast mode's oneDNN: 0.43
+s), its products being tall and thin (25,088 x 144 x 16), where oneDNN's direct AVX-512
+convolutions are far ahead of any GEMM.
+
+Anything but float32 or float64 CPU tensors of one dtype goes to torch's own function,
+unchanged: the mode still pins it through MKL's ``COMPATIBLE`` branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any, Final
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = ["PARTS", "linear", "matmul", "pinned_products"]
+
+#: The dtypes OpenBLAS computes (sgemm, dgemm); every other dtype keeps torch's function.
+_DTYPES: Final[frozenset[torch.dtype]] = frozenset({torch.float32, torch.float64})
+
+_TORCH_LINEAR: Final = F.linear
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    """A numpy view of a 2-D CPU tensor that BLAS takes as it is: row-major, or a transposed
+    row-major matrix (BLAS's transpose flag); anything else is copied first (numpy would
+    otherwise fall back to its own slow loop)."""
+    t = t.detach()
+    if not (t.is_contiguous() or t.t().is_contiguous()):
+        t = t.contiguous()
+    return t.numpy()
+
+
+#: Blocks of every product (fixed, whatever the thread count: OpenBLAS's result for an entry
+#: depends on where it falls in the kernel's unrolled blocks and on its thread count, so both
+#: are fixed here and the bits do not depend on the threads a task is given).
+PARTS: Final[int] = 2
+#: A product is cut along its rows or columns where they are at least this many per block,
+#: else along its sum where that is at least :data:`_MIN_SUM` per block, else not at all.
+_MIN_ROWS: Final[int] = 128
+_MIN_SUM: Final[int] = 4096
+
+
+@lru_cache(maxsize=1)
+def _openblas() -> Any:
+    """threadpoolctl's handle on numpy's OpenBLAS, or None where numpy uses another BLAS."""
+    from threadpoolctl import ThreadpoolController
+
+    found = ThreadpoolController().select(internal_api="openblas").lib_controllers
+    return found[0] if found else None
+
+
+@lru_cache(maxsize=1)
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=PARTS, thread_name_prefix="pinned-gemm")
+
+
+def _bounds(size: int) -> list[int]:
+    """Block boundaries along an axis of ``size``: a function of the size alone."""
+    step = -(-size // PARTS)
+    step += -step % 16  # a multiple of every kernel's unroll
+    return [min(size, i * step) for i in range(PARTS)] + [size]
+
+
+def _plan(m: int, k: int, n: int) -> tuple[str, list[int]]:
+    """Which axis of an ``(m x k) @ (k x n)`` product is cut, and where: rows, then columns,
+    then the sum (whose blocks' partial products are added in block order), by the shape
+    alone."""
+    if m >= PARTS * _MIN_ROWS:
+        return "rows", _bounds(m)
+    if n >= PARTS * _MIN_ROWS:
+        return "columns", _bounds(n)
+    if k >= PARTS * _MIN_SUM:
+        return "sum", _bounds(k)
+    return "rows", [0, m]
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` of two 2-D CPU tensors, computed by numpy's OpenBLAS (no autograd).
+
+    The product is cut into :data:`PARTS` fixed blocks, along its rows, its columns or its sum
+    (:func:`_plan`: by the shapes alone), each computed by a one-thread OpenBLAS call, the
+    blocks side by side on up to :data:`PARTS` threads where torch has that many
+    (``torch.get_num_threads``). So the bits depend on the
+    shapes and OpenBLAS's kernel set (pinned by ``OPENBLAS_CORETYPE``), not on the thread
+    count; and no OpenBLAS thread is left spinning beside torch's OpenMP threads (OpenBLAS's
+    own threads wait busily for the next call, which on 2 cores made a training step 10x
+    slower). A transposed view goes to BLAS as a transposed operand, without a copy.
+
+    Examples
+    --------
+    >>> a, b = torch.arange(6.0).reshape(2, 3), torch.ones(3, 2)
+    >>> matmul(a, b)
+    tensor([[ 3.,  3.],
+            [12., 12.]])
+    """
+    x, y = _np(a), _np(b)
+    axis, bounds = _plan(x.shape[0], x.shape[1], y.shape[1])
+    blocks = range(len(bounds) - 1)
+    dtype = np.result_type(x, y)
+    out = np.empty((x.shape[0], y.shape[1]), dtype=dtype)
+    partial = [out] + [np.empty_like(out) for _ in blocks[1:]] if axis == "sum" else []
+
+    def block(i: int) -> None:
+        lo, hi = bounds[i], bounds[i + 1]
+        if axis == "rows":
+            np.matmul(x[lo:hi], y, out=out[lo:hi])
+        elif axis == "columns":
+            out[:, lo:hi] = np.matmul(x, y[:, lo:hi])
+        else:
+            np.matmul(x[:, lo:hi], y[lo:hi], out=partial[i])
+
+    blas = _openblas()
+    before = blas.num_threads if blas is not None else None
+    if blas is not None and before != 1:
+        blas.set_num_threads(1)
+    try:
+        if len(blocks) > 1 and torch.get_num_threads() > 1:
+            list(_pool().map(block, blocks))
+        else:
+            for i in blocks:
+                block(i)
+    finally:
+        if blas is not None and before != 1:
+            blas.set_num_threads(before)
+    for extra in partial[1:]:  # the sum's blocks, added in block order
+        out += extra
+    return torch.from_numpy(out)
+
+
+def _eligible(*tensors: torch.Tensor | None) -> bool:
+    return all(t is None or (t.device.type == "cpu" and t.dtype in _DTYPES
+                             and t.layout == torch.strided) for t in tensors) \
+        and len({t.dtype for t in tensors if t is not None}) == 1
+
+
+class _Linear(torch.autograd.Function):
+    """``y = x W^T + b`` with every product through :func:`matmul`.
+
+    The backward is the textbook one: ``dx = dy W``, ``dW = dy^T x``, ``db = sum_rows dy``.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x2: torch.Tensor, weight: torch.Tensor,
+                bias: torch.Tensor | None) -> torch.Tensor:
+        ctx.save_for_backward(x2, weight)
+        ctx.has_bias = bias is not None
+        out = matmul(x2, weight.t())
+        if bias is not None:
+            out += bias
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        x2, weight = ctx.saved_tensors
+        grad = grad.contiguous()
+        gx = matmul(grad, weight) if ctx.needs_input_grad[0] else None
+        gw = matmul(grad.t(), x2) if ctx.needs_input_grad[1] else None
+        gb = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return gx, gw, gb
+
+
+def linear(input: torch.Tensor, weight: torch.Tensor,
+           bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``torch.nn.functional.linear`` with its products through numpy's BLAS.
+
+    .. math:: y = x W^\\top + b
+
+    Parameters
+    ----------
+    input : torch.Tensor
+        ``(..., in_features)``.
+    weight : torch.Tensor
+        ``(out_features, in_features)``.
+    bias : torch.Tensor, optional
+        ``(out_features,)``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(..., out_features)``; torch's own ``linear`` where the inputs are not float32 or
+        float64 CPU tensors of one dtype.
+
+    Examples
+    --------
+    >>> x, w, b = torch.ones(4, 3), torch.full((2, 3), 0.5), torch.tensor([1.0, -1.0])
+    >>> linear(x, w, b)
+    tensor([[ 2.5000,  0.5000],
+            [ 2.5000,  0.5000],
+            [ 2.5000,  0.5000],
+            [ 2.5000,  0.5000]])
+    """
+    if not _eligible(input, weight, bias) or weight.dim() != 2 or input.dim() < 1:
+        return _TORCH_LINEAR(input, weight, bias)
+    lead = input.shape[:-1]
+    x2 = input.reshape(-1, input.shape[-1])
+    if not x2.is_contiguous():
+        x2 = x2.contiguous()
+    out = _Linear.apply(x2, weight, bias)
+    return out.reshape(*lead, weight.shape[0])
+
+
+@contextmanager
+def pinned_products() -> Iterator[None]:
+    """Send ``torch.nn.functional.linear`` through :func:`linear` for a block (every module
+    that calls it: ``nn.Linear``, the text encoder's projections, torch-geometric's
+    ``Linear``); torch's function is put back after.
+
+    The switch is process-wide, as torch's own deterministic switch is: one process computes
+    in one mode (:mod:`tasks.runtime.reproducible`).
+    """
+    saved = F.linear
+    F.linear = linear
+    try:
+        yield
+    finally:
+        F.linear = saved

@@ -1,0 +1,128 @@
+"""The reproducible mode's linear products (tasks/runtime/pinned_gemm.py): the same values as
+torch's ``linear`` and its gradients, the same bits whatever the thread count, fixed blocks
+chosen by the shape alone, and torch's own function back after the block."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tasks.runtime import pinned_gemm as pg
+from tasks.runtime.reproducible import deterministic_torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_linear_matches_torch_and_a_hand_written_product() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 5, 7))
+    w = rng.standard_normal((4, 7))
+    b = rng.standard_normal(4)
+    got = pg.linear(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b)).numpy()
+    expected = np.einsum("abk,ok->abo", x, w) + b  # the definition, not torch's kernel
+    assert got.shape == (3, 5, 4)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    no_bias = pg.linear(torch.from_numpy(x[0, 0]), torch.from_numpy(w)).numpy()  # 1-D input
+    np.testing.assert_allclose(no_bias, w @ x[0, 0], rtol=1e-12)
+
+
+def test_gradients_match_finite_differences() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(6, 5, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(pg.linear, (x, w, b))
+    assert torch.autograd.gradcheck(lambda a, c: pg.linear(a, c), (x, w))
+
+
+@pytest.mark.parametrize("shape", [(1000, 64, 48), (16, 9000, 40), (40, 300, 700), (3, 5, 2)])
+def test_blocks_cover_the_product_and_large_sums_are_split(shape) -> None:
+    m, k, n = shape
+    rng = np.random.default_rng(1)
+    a = torch.from_numpy(rng.standard_normal((m, k)).astype(np.float32))
+    b = torch.from_numpy(rng.standard_normal((k, n)).astype(np.float32))
+    np.testing.assert_allclose(pg.matmul(a, b).numpy(), a.numpy().astype(np.float64)
+                               @ b.numpy().astype(np.float64), rtol=1e-4, atol=1e-3)
+    axis, bounds = pg._plan(m, k, n)
+    assert bounds[0] == 0 and bounds[-1] == {"rows": m, "columns": n, "sum": k}[axis]
+    assert all(lo <= hi for lo, hi in zip(bounds, bounds[1:]))
+    expected = {(1000, 64, 48): "rows", (16, 9000, 40): "sum", (40, 300, 700): "columns",
+                (3, 5, 2): "rows"}[shape]
+    assert axis == expected
+    assert len(bounds) - 1 == (1 if shape == (3, 5, 2) else pg.PARTS)
+
+
+def test_transposed_operands_need_no_copy_and_give_the_same_product() -> None:
+    rng = np.random.default_rng(2)
+    a = torch.from_numpy(rng.standard_normal((300, 40)).astype(np.float32))
+    b = torch.from_numpy(rng.standard_normal((50, 40)).astype(np.float32))
+    assert pg._np(b.t()).base is not None or pg._np(b.t()).flags.f_contiguous
+    np.testing.assert_array_equal(pg.matmul(a, b.t()).numpy(),
+                                  pg.matmul(a, b.t().contiguous()).numpy())
+
+
+def test_other_dtypes_and_mixed_dtypes_go_to_torch_unchanged() -> None:
+    x = torch.randn(4, 3).to(torch.bfloat16)
+    w = torch.randn(2, 3).to(torch.bfloat16)
+    assert torch.equal(pg.linear(x, w), F.linear(x, w))
+    with pytest.raises(RuntimeError, match="same dtype"):  # torch's own answer, not ours
+        pg.linear(torch.randn(4, 3), torch.randn(2, 3, dtype=torch.float64))
+
+
+def test_the_block_sends_nn_linear_through_the_products_and_gives_torch_back() -> None:
+    layer = torch.nn.Linear(5, 3)
+    x = torch.randn(7, 5)
+    torch_out = layer(x)
+    with pg.pinned_products():
+        assert F.linear is pg.linear
+        ours = layer(x)
+    assert F.linear is not pg.linear
+    torch.testing.assert_close(ours, torch_out)
+    with pytest.raises(RuntimeError, match="boom"):
+        with pg.pinned_products():
+            raise RuntimeError("boom")
+    assert F.linear is not pg.linear  # given back after an error too
+    with deterministic_torch():
+        assert F.linear is pg.linear
+    with deterministic_torch(products=False):
+        assert F.linear is not pg.linear
+
+
+_TRAIN = """
+import hashlib, sys, numpy as np, torch
+from threadpoolctl import threadpool_limits
+from tasks.runtime.reproducible import deterministic_torch
+torch.set_num_threads(int(sys.argv[1]))
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(40, 300), torch.nn.ReLU(), torch.nn.Linear(300, 10))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+x, y = torch.randn(512, 40), torch.randint(0, 10, (512,))
+with threadpool_limits(int(sys.argv[2]), user_api="blas"), deterministic_torch():
+    for _ in range(5):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+    out = net(x)
+print(hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in net.parameters())
+                     + out.detach().numpy().tobytes()).hexdigest())
+"""
+
+
+def test_the_bits_do_not_depend_on_the_thread_counts() -> None:
+    # torch's threads decide whether the blocks run side by side, OpenBLAS's threads are set
+    # to one inside each block: neither may change a bit (OpenBLAS alone, on 1 or 2 threads,
+    # does change them: tasks/runtime/pinned_gemm.py)
+    digests = set()
+    for torch_threads, blas_threads in ((1, 1), (2, 2), (2, 1), (1, 2)):
+        done = subprocess.run([sys.executable, "-c", _TRAIN, str(torch_threads),
+                               str(blas_threads)], cwd=ROOT, capture_output=True, text=True,
+                              check=False, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        digests.add(done.stdout.strip().splitlines()[-1])
+    assert len(digests) == 1
