@@ -69,7 +69,7 @@ def calibrate_command(
             typer.echo("(no leave-one-group-out evidence: it needs at least 4 development "
                        "groups)")
             return
-        tables = trust_tables(table, concept=keys["concept"].to_numpy(dtype=bool))
+        tables = trust_tables(table, concept=keys["concept"].to_numpy(dtype=bool), keys=keys)
         typer.echo("\nLeave-one-group-out: auto against the best single method (MAE, pp)")
         typer.echo(tables["auto"].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
         band = tables["band"]

@@ -24,7 +24,7 @@ import json
 import math
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -555,6 +555,7 @@ def leave_one_dataset_out(
     level: float = 0.9,
     member_sets: Sequence[Sequence[str]] = AUTO_MEMBER_SETS,
     evaluate_only: NDArray[np.bool_] | None = None,
+    calibrate: Callable[[NDArray[np.bool_]], Calibration] | None = None,
 ) -> list[dict[str, Any]]:
     """Fit on all datasets but one, evaluate on the one left out, for every dataset.
 
@@ -566,6 +567,12 @@ def leave_one_dataset_out(
     evaluate_only : ndarray of bool, optional
         Rows that are evaluated but never fitted on (e.g. a known concept shift); they are
         left out of every fit.
+    calibrate : callable, optional
+        ``calibrate(fit_rows)`` -> the :class:`Calibration` fit on the rows where the boolean
+        mask ``fit_rows`` is true; default :func:`fit_calibration` of ``member_sets``. Each
+        member set's ``auto`` is scored as :meth:`Calibration.stack_for` gives it to a user:
+        the model the calibration chose for its member set (``alsa-bench calibrate``: shrinkage
+        toward the members' median) where it records one, else the ridge stack.
 
     Returns
     -------
@@ -580,7 +587,8 @@ def leave_one_dataset_out(
     records: list[dict[str, Any]] = []
     for name in np.unique(table.groups):
         held = table.groups == name
-        calibration = fit_calibration(table.subset(fit_mask & ~held), member_sets=member_sets)
+        calibration = (calibrate(fit_mask & ~held) if calibrate is not None else
+                       fit_calibration(table.subset(fit_mask & ~held), member_sets=member_sets))
         rows = np.flatnonzero(held)
         sig = {k: v[held] for k, v in table.signals.items()}
         methods: dict[str, NDArray[np.float64]] = {
@@ -589,9 +597,10 @@ def leave_one_dataset_out(
         # estimate uncorrected (auto.py) and the band [0, 1] (attach_band.py)
         nan_signal = ~_signals_finite(table.subset(held))
         for key, stack in calibration.stacks.items():
-            estimates = {m: table.estimates[m][held] for m in stack.members}
-            methods[key] = np.where(nan_signal, estimates[stack.base],
-                                    stack.predict(sig, estimates))
+            model = calibration.stack_for(stack.members)  # what auto runs for these members
+            estimates = {m: table.estimates[m][held] for m in model.members}
+            methods[key] = np.where(nan_signal, estimates[model.base],
+                                    model.predict(sig, estimates))
         for method, est in methods.items():
             low, high = calibration.bands[method].interval(sig, est, level)
             low, high = np.where(nan_signal, 0.0, low), np.where(nan_signal, 1.0, high)

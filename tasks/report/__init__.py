@@ -306,15 +306,15 @@ def _cot_metrics(con: Any, rows: pd.DataFrame, scores: Sequence[str]) -> pd.Data
     return cot_metrics(cot_quantities(rows, mapped))
 
 
-#: Datasets the "Which estimate to trust" section needs (leave-one-dataset-out of a fit that
-#: itself chooses its penalty leave-one-dataset-out).
+#: Source groups the "Which estimate to trust" section needs (leave-one-group-out of a fit
+#: that itself chooses its penalty and auto's band leave-one-group-out).
 TRUST_MIN_DATASETS = 4
 
 
 def _trust_tables(
     con: Any, run_keys: Sequence[str]
 ) -> tuple[dict[str, pd.DataFrame] | None, str | None]:
-    """The "Which estimate to trust" tables over these runs (leave-one-dataset-out), or None and
+    """The "Which estimate to trust" tables over these runs (leave-one-group-out), or None and
     the one line that says why they are not measured (never dropped without a word)."""
     import numpy as np
 
@@ -336,7 +336,8 @@ def _trust_tables(
         return None, (f"{head}: it needs target splits from at least {TRUST_MIN_DATASETS} "
                       f"datasets with every label-free method's estimate, and this report "
                       f"has {held}; {later}.")
-    return trust_tables(table, concept=keys["concept"].to_numpy(dtype=bool)[mine]), None
+    return trust_tables(table, concept=keys["concept"].to_numpy(dtype=bool)[mine],
+                        keys=keys[mine].reset_index(drop=True)), None
 
 
 def _synthetic_datasets(db: str | Path | None, datasets: Sequence[str]) -> list[str]:
@@ -447,7 +448,7 @@ def trust_summary(report: ReportRef) -> str:
     if table.is_file():
         auto = pd.read_csv(table)
         text = auto.to_string(index=False, float_format=lambda v: f"{v:.2f}")
-        return ("Which estimate to trust (leave-one-dataset-out, MAE in pp; report.md has the "
+        return ("Which estimate to trust (leave-one-group-out, MAE in pp; report.md has the "
                 f"band):\n{text}")
     for line in (folder / "mae.txt").read_text(encoding="utf-8").splitlines():
         if line.startswith("Which estimate to trust"):

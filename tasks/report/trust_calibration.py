@@ -15,8 +15,9 @@ section.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -36,7 +37,8 @@ from estimators.trust.shift_band import fit_band
 from tasks.report.trust_protocol import fit_model, grouped_cv
 from tasks.report.trust_rows import TrustRows, read_trust_rows, split_development, trust_rows_of
 
-__all__ = ["AUTO_MODEL_CLASS", "MIN_GROUPS", "calibrate_databases", "calibration_table",
+__all__ = ["AUTO_MODEL_CLASS", "MIN_GROUPS", "calibrate_databases", "calibrate_rows",
+           "calibration_table",
            "trust_tables"]
 
 #: The methods a calibration covers by default: every label-free method of the benchmark.
@@ -125,7 +127,6 @@ def calibrate_databases(dbs: Sequence[str | Path]) -> Calibration:
             f"{len(names)} development group(s) ({', '.join(names) or 'none'}) beside "
             f"{len(sealed_names)} sealed ({', '.join(sealed_names) or 'none'}); a calibration "
             f"needs at least {MIN_GROUPS}: add databases with --db.")
-    model = fit_model(AUTO_MODEL_CLASS, TrustRows(table, keys))
     source = {
         "databases": [p.name for p in paths],
         "commit": _git_commit(),
@@ -136,17 +137,35 @@ def calibrate_databases(dbs: Sequence[str | Path]) -> Calibration:
         "excluded_concept_shift_rows": int(concept.sum()),
         "excluded_concept_shifts": sorted({f"{d}/{f}" for d, f in zip(
             keys.dataset[concept], keys.shift_family[concept])}),
-        "auto_model": {"class": AUTO_MODEL_CLASS, **_model_dict(model)},
         "level_note": "bands hold for any level in [0.0, 0.998]; calibrated on these rows",
     }
+    return calibrate_rows(TrustRows(table, keys), source)
+
+
+def calibrate_rows(rows: TrustRows, source: Mapping[str, Any] | None = None) -> Calibration:
+    """The calibration ``alsa-bench calibrate`` writes, fit on ``rows`` (development rows; their
+    concept-shift rows are left out of every fit).
+
+    ``auto`` runs :data:`AUTO_MODEL_CLASS` over :data:`CALIBRATED_METHODS` (recorded in
+    ``source["auto_model"]``), and its band is fit on that model's out-of-fold estimates, each
+    group's from a model fit without it; every other method's band, and the ridge stacks of the
+    smaller member sets, are :func:`~estimators.trust.calibration_artifact.fit_calibration`'s.
+
+    Parameters
+    ----------
+    rows : TrustRows
+        Development rows with every method of :data:`CALIBRATED_METHODS`.
+    source : mapping, optional
+        Provenance recorded in the artifact (databases, commit, row counts).
+    """
+    fit = rows.subset(~rows.concept)
+    model = fit_model(AUTO_MODEL_CLASS, fit)
+    info = {**(source or {}), "auto_model": {"class": AUTO_MODEL_CLASS, **_model_dict(model)}}
     members = tuple(CALIBRATED_METHODS)
-    fitted = fit_calibration(fit_rows, source=source, auto_default=members)
-    # auto's band is fit on the out-of-fold errors of the model auto runs (AUTO_MODEL_CLASS),
-    # each group's predictions from a model fit without it
-    fit_keys = keys[~concept].reset_index(drop=True)
-    oof = grouped_cv(TrustRows(fit_rows, fit_keys), [AUTO_MODEL_CLASS])[AUTO_MODEL_CLASS]
+    fitted = fit_calibration(fit.table, source=info, auto_default=members)
+    oof = grouped_cv(fit, [AUTO_MODEL_CLASS])[AUTO_MODEL_CLASS]
     bands = dict(fitted.bands)
-    bands[auto_key(members)] = fit_band(fit_rows.signals, oof, fit_rows.truth, fit_rows.groups)
+    bands[auto_key(members)] = fit_band(fit.table.signals, oof, fit.table.truth, fit.table.groups)
     info = dict(fitted.source)
     info["auto_band"] = (f"{auto_key(members)}: fit on the out-of-fold estimates of "
                          f"{AUTO_MODEL_CLASS}")
@@ -162,12 +181,17 @@ def trust_tables(
     table: CalibrationTable,
     *,
     concept: NDArray[np.bool_] | None = None,
+    keys: pd.DataFrame | None = None,
     level: float = 0.9,
 ) -> dict[str, pd.DataFrame]:
     """Leave-one-group-out evidence for the report's "Which estimate to trust".
 
     ``table.groups`` are source groups; ``concept`` marks the rows of declared concept shifts
     (``calibration_table``'s ``keys.concept``; None: no row is one), evaluated but never fit on.
+    With ``keys`` (``calibration_table``'s), each fold is fit as ``alsa-bench calibrate`` fits
+    the shipped artifact (:func:`calibrate_rows`), so ``auto`` is the model a user runs
+    (:data:`AUTO_MODEL_CLASS`) and its band the one fit for it; without, every member set's
+    ``auto`` is the ridge stack of :func:`~estimators.trust.calibration_artifact.fit_calibration`.
 
     Returns
     -------
@@ -183,7 +207,18 @@ def trust_tables(
     if excluded.shape != (len(table),):
         raise ValueError(f"The 'concept' argument of trust_tables must hold one flag per row "
                          f"({len(table)}); got shape {excluded.shape}.")
-    records = pd.DataFrame(leave_one_dataset_out(table, level=level, evaluate_only=excluded))
+    calibrate = None
+    if keys is not None:
+        if len(keys) != len(table):
+            raise ValueError(f"The 'keys' argument of trust_tables must hold one row per table "
+                             f"row ({len(table)}); got {len(keys)}.")
+        rows = TrustRows(table, keys.assign(concept=excluded).reset_index(drop=True))
+
+        def calibrate(fit_rows: NDArray[np.bool_]) -> Calibration:
+            return calibrate_rows(rows.subset(fit_rows))
+
+    records = pd.DataFrame(leave_one_dataset_out(table, level=level, evaluate_only=excluded,
+                                                 calibrate=calibrate))
     records["dataset"] = np.where(excluded[records.row], records.dataset + " (concept shift)",
                                   records.dataset)
     records["abs_error"] = (records.estimate - records.truth).abs() * 100
@@ -259,12 +294,15 @@ def trust_markdown(tables: dict[str, pd.DataFrame], *, level: float = 0.9) -> st
         "## Which estimate to trust",
         "",
         "Every number here is **leave-one-group-out**: the bands and `auto` are fit on all "
-        "the other source groups (a source's datasets form one group) and measured on the one "
-        "left out (`tasks/report/trust_calibration.py`, "
-        "`estimators/trust/calibration_artifact.py`). `auto` is the ridge correction of ALSA-E learned from "
-        "the label-free signals (`estimators/trust/stacking.py`); `auto (no COT)` drops COT's "
-        "transport, `auto (softmax)` runs only the five softmax methods. The oracle picks the "
-        "best method per row with the labels: no label-free method can reach it.",
+        "the other source groups (a source's datasets form one group) as `alsa-bench "
+        "calibrate` fits them, and measured on the one left out "
+        "(`tasks/report/trust_calibration.py`, `estimators/trust/calibration_artifact.py`). "
+        f"`auto` is the model `auto` runs: {AUTO_MODEL_CLASS} (ALSA-E moved toward the median "
+        "of its members by a weight learned on the other groups, "
+        "`estimators/trust/selector.py`); `auto (no COT)` and `auto (softmax)` are the ridge "
+        "corrections of ALSA-E over fewer members (`estimators/trust/stacking.py`). The "
+        "oracle picks the best method per row with the labels: no label-free method can "
+        "reach it.",
         "",
         fmt(tables["auto"]),
         "",

@@ -6,18 +6,18 @@ CPU, and that branch is slow: 85 GFLOP/s against 176 on MKL's own choice, for a
 8,192 x 384 x 1,536 float32 product on 2 threads of the AMD EPYC that generated
 ``docs/BENCHMARK.md``. numpy's OpenBLAS, pinned to its Haswell kernels
 (``OPENBLAS_CORETYPE=Haswell``, which the mode sets), computes the same product at 238
-GFLOP/s. Its order of addition follows the kernel set (pinned), its blocking constants
-(compiled in per kernel set, not read from the CPU's caches), the shapes and the thread count:
-measured on OpenBLAS 0.3.31, one product on 1 and 2 threads, or cut into row blocks, differs in
-the last bits (:func:`matmul` therefore cuts every product into fixed blocks, each a one-thread
-call). ``docs/PERFORMANCE.md``, "Same numbers on any machine", has the measurements.
+GFLOP/s on 2 threads, 128 on one. Its order of addition follows the kernel set (pinned), its
+blocking constants (compiled in per kernel set, not read from the CPU's caches), the shapes and
+the thread count: measured on OpenBLAS 0.3.31, one product on 1 and on 2 threads, or cut into
+row blocks, differs in the last bits, so :func:`matmul` computes every product in fixed row
+blocks on one OpenBLAS thread each (``docs/PERFORMANCE.md``, "Same numbers on any machine",
+has the measurements).
 
 So, inside a reproducible stage task on the CPU (:func:`pinned_products`),
 ``torch.nn.functional.linear`` (every ``nn.Linear``, the text encoder's projections,
 torch-geometric's ``Linear``) computes its forward and backward products through numpy
-(:func:`linear`). Measured on that machine (``benchmarks/bench_reproducible.py``): the text
-encoder's float32 forward 6.7 s against 11.2 s on MKL's ``COMPATIBLE`` branch (the fast mode,
-in bfloat16: 2.0 s); the MLP's and GraphSAGE's training a little faster.
+(:func:`linear`); ``benchmarks/bench_reproducible.py`` measures what it gains (``pinned``
+against ``pinned-aten``, the mode with MKL's products).
 
 Convolutions stay on ATen's own kernels (im2col and MKL's ``COMPATIBLE`` GEMM, one image at a
 time). The same im2col computed as one OpenBLAS product over the batch was tried and gave
@@ -59,16 +59,6 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.numpy()
 
 
-#: Blocks of every product (fixed, whatever the thread count: OpenBLAS's result for an entry
-#: depends on where it falls in the kernel's unrolled blocks and on its thread count, so both
-#: are fixed here and the bits do not depend on the threads a task is given).
-PARTS: Final[int] = 2
-#: A product is cut along its rows or columns where they are at least this many per block,
-#: else along its sum where that is at least :data:`_MIN_SUM` per block, else not at all.
-_MIN_ROWS: Final[int] = 128
-_MIN_SUM: Final[int] = 4096
-
-
 @lru_cache(maxsize=1)
 def _openblas() -> Any:
     """threadpoolctl's handle on numpy's OpenBLAS, or None where numpy uses another BLAS."""
@@ -78,42 +68,47 @@ def _openblas() -> Any:
     return found[0] if found else None
 
 
+#: Row blocks of a product with at least ``2 * _MIN_ROWS`` rows: fixed, so that the bits do not
+#: depend on how many threads compute them (OpenBLAS sums a row in another order where it falls
+#: at the edge of a call's rows, and on another thread count).
+PARTS: Final[int] = 2
+_MIN_ROWS: Final[int] = 128
+#: Products of at least this many multiply-adds run their blocks side by side on torch's second
+#: thread; smaller ones one after the other (handing them over costs more than it saves).
+_PARALLEL_MACS: Final[int] = 1 << 27
+
+
 @lru_cache(maxsize=1)
 def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=PARTS, thread_name_prefix="pinned-gemm")
 
 
-def _bounds(size: int) -> list[int]:
-    """Block boundaries along an axis of ``size``: a function of the size alone."""
-    step = -(-size // PARTS)
-    step += -step % 16  # a multiple of every kernel's unroll
-    return [min(size, i * step) for i in range(PARTS)] + [size]
+def _row_bounds(rows: int) -> list[int]:
+    """Where a product's rows are cut: a function of the row count alone.
 
-
-def _plan(m: int, k: int, n: int) -> tuple[str, list[int]]:
-    """Which axis of an ``(m x k) @ (k x n)`` product is cut, and where: rows, then columns,
-    then the sum (whose blocks' partial products are added in block order), by the shape
-    alone."""
-    if m >= PARTS * _MIN_ROWS:
-        return "rows", _bounds(m)
-    if n >= PARTS * _MIN_ROWS:
-        return "columns", _bounds(n)
-    if k >= PARTS * _MIN_SUM:
-        return "sum", _bounds(k)
-    return "rows", [0, m]
+    >>> _row_bounds(100), _row_bounds(1000)
+    ([0, 100], [0, 512, 1000])
+    """
+    if rows < PARTS * _MIN_ROWS:
+        return [0, rows]
+    step = -(-rows // PARTS)
+    step += -step % 16  # a multiple of every kernel's row unroll
+    return [min(rows, i * step) for i in range(PARTS)] + [rows]
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a @ b`` of two 2-D CPU tensors, computed by numpy's OpenBLAS (no autograd).
 
-    The product is cut into :data:`PARTS` fixed blocks, along its rows, its columns or its sum
-    (:func:`_plan`: by the shapes alone), each computed by a one-thread OpenBLAS call, the
-    blocks side by side on up to :data:`PARTS` threads where torch has that many
-    (``torch.get_num_threads``). So the bits depend on the
-    shapes and OpenBLAS's kernel set (pinned by ``OPENBLAS_CORETYPE``), not on the thread
-    count; and no OpenBLAS thread is left spinning beside torch's OpenMP threads (OpenBLAS's
-    own threads wait busily for the next call, which on 2 cores made a training step 10x
-    slower). A transposed view goes to BLAS as a transposed operand, without a copy.
+    The rows are cut into :data:`PARTS` fixed blocks (:func:`_row_bounds`, by the row count
+    alone), each computed by a one-thread OpenBLAS call; a large product's blocks run side by
+    side where torch has two threads or more, a small one's one after the other. OpenBLAS's
+    bits depend on its thread count and on where a row falls in a call, so both are fixed and
+    the bits depend on the shapes and the kernel set alone (``OPENBLAS_CORETYPE``), not on the
+    threads a task is given. OpenBLAS's own threads are not used for these products: they wait
+    busily for the next call, and beside torch's OpenMP threads on 2 cores that made training
+    4-13x slower at random (the mode also shortens that wait, ``OPENBLAS_THREAD_TIMEOUT``, for
+    the estimators' numpy calls). A transposed view goes to BLAS as a transposed operand,
+    without a copy.
 
     Examples
     --------
@@ -123,27 +118,20 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             [12., 12.]])
     """
     x, y = _np(a), _np(b)
-    axis, bounds = _plan(x.shape[0], x.shape[1], y.shape[1])
+    out = np.empty((x.shape[0], y.shape[1]), dtype=np.result_type(x, y))
+    bounds = _row_bounds(x.shape[0])
     blocks = range(len(bounds) - 1)
-    dtype = np.result_type(x, y)
-    out = np.empty((x.shape[0], y.shape[1]), dtype=dtype)
-    partial = [out] + [np.empty_like(out) for _ in blocks[1:]] if axis == "sum" else []
 
     def block(i: int) -> None:
-        lo, hi = bounds[i], bounds[i + 1]
-        if axis == "rows":
-            np.matmul(x[lo:hi], y, out=out[lo:hi])
-        elif axis == "columns":
-            out[:, lo:hi] = np.matmul(x, y[:, lo:hi])
-        else:
-            np.matmul(x[:, lo:hi], y[lo:hi], out=partial[i])
+        np.matmul(x[bounds[i]:bounds[i + 1]], y, out=out[bounds[i]:bounds[i + 1]])
 
     blas = _openblas()
     before = blas.num_threads if blas is not None else None
     if blas is not None and before != 1:
         blas.set_num_threads(1)
     try:
-        if len(blocks) > 1 and torch.get_num_threads() > 1:
+        macs = x.shape[0] * x.shape[1] * y.shape[1]
+        if len(blocks) > 1 and macs >= _PARALLEL_MACS and torch.get_num_threads() > 1:
             list(_pool().map(block, blocks))
         else:
             for i in blocks:
@@ -151,8 +139,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     finally:
         if blas is not None and before != 1:
             blas.set_num_threads(before)
-    for extra in partial[1:]:  # the sum's blocks, added in block order
-        out += extra
     return torch.from_numpy(out)
 
 
@@ -213,10 +199,10 @@ def linear(input: torch.Tensor, weight: torch.Tensor,
     --------
     >>> x, w, b = torch.ones(4, 3), torch.full((2, 3), 0.5), torch.tensor([1.0, -1.0])
     >>> linear(x, w, b)
-    tensor([[ 2.5000,  0.5000],
-            [ 2.5000,  0.5000],
-            [ 2.5000,  0.5000],
-            [ 2.5000,  0.5000]])
+    tensor([[2.5000, 0.5000],
+            [2.5000, 0.5000],
+            [2.5000, 0.5000],
+            [2.5000, 0.5000]])
     """
     if not _eligible(input, weight, bias) or weight.dim() != 2 or input.dim() < 1:
         return _TORCH_LINEAR(input, weight, bias)

@@ -13,8 +13,9 @@ ATen's vectorised kernels          ``ATEN_CPU_CAPABILITY``          ``avx2``
 oneDNN (convolutions, pooling)     ``ONEDNN_MAX_CPU_ISA``           ``AVX2``
 MKL inside torch (other GEMMs)     ``MKL_CBWR``, ``MKL_DYNAMIC``    ``COMPATIBLE``, ``FALSE``
 OpenBLAS inside numpy and scipy,   ``OPENBLAS_CORETYPE``            ``Haswell``
-and torch's linear layers and
-convolutions in this mode
+and torch's linear layers in this
+mode (and, for speed only, its     ``OPENBLAS_THREAD_TIMEOUT``      ``4``
+threads' busy wait)
 numpy's SIMD loops (exp, log)      ``NPY_DISABLE_CPU_FEATURES``     every target above AVX2
 the text encoder's precision       ``ALSA_BENCH_TEXT_PRECISION``    ``fp32`` (bf16 needs
                                                                     AVX512-BF16 or AMX)
@@ -98,6 +99,12 @@ _OURS_ENV: Final[str] = "ALSA_BENCH_PINNED_VARS"
 #: ``docs/BENCHMARK.md`` was computed with (a lower ``$OMP_NUM_THREADS`` or an explicit
 #: ``--threads-per-task`` wins, and is recorded).
 PINNED_THREADS: Final[int] = 2
+#: How long OpenBLAS's idle threads wait busily for the next call (2**4 cycles, its minimum;
+#: default 2**28, about 0.1 s). Not a numerical knob: in this mode torch's linear layers call
+#: OpenBLAS between its own OpenMP regions (:mod:`tasks.runtime.pinned_gemm`), and a waiting
+#: OpenBLAS thread beside torch's two on 2 cores made a pipeline's MLP and LeNet training 9-13x
+#: and 4x slower, in about half of the runs.
+OPENBLAS_THREAD_TIMEOUT: Final[str] = "4"
 #: cuBLAS's workspace setting that makes its GEMMs deterministic (read when cuBLAS starts).
 CUBLAS_WORKSPACE: Final[str] = ":4096:8"
 
@@ -200,6 +207,7 @@ def pinned_environment(flags: frozenset[str] | None = None) -> dict[str, str]:
         "MKL_CBWR": "COMPATIBLE",
         "MKL_DYNAMIC": "FALSE",
         "OPENBLAS_CORETYPE": "Haswell" if avx2 else "Prescott",
+        "OPENBLAS_THREAD_TIMEOUT": OPENBLAS_THREAD_TIMEOUT,
         "NPY_DISABLE_CPU_FEATURES": _numpy_targets_above_avx2(),
         "ALSA_BENCH_TEXT_PRECISION": "fp32",
         "CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE,

@@ -178,7 +178,7 @@ def test_a_run_over_several_suites_ends_with_the_trust_section_of_all_of_them(
                                     method_params=None)
     cli._run_plans(plans, [], options)
     out = capsys.readouterr().out
-    assert "Which estimate to trust (leave-one-dataset-out" in out
+    assert "Which estimate to trust (leave-one-group-out" in out
     assert all(d in out for d in DATASETS)
     assert "Report over every suite:" in out
     # the closing report (every suite, five datasets) has the section, a row per dataset

@@ -41,21 +41,33 @@ def test_gradients_match_finite_differences() -> None:
     assert torch.autograd.gradcheck(lambda a, c: pg.linear(a, c), (x, w))
 
 
-@pytest.mark.parametrize("shape", [(1000, 64, 48), (16, 9000, 40), (40, 300, 700), (3, 5, 2)])
-def test_blocks_cover_the_product_and_large_sums_are_split(shape) -> None:
-    m, k, n = shape
-    rng = np.random.default_rng(1)
-    a = torch.from_numpy(rng.standard_normal((m, k)).astype(np.float32))
-    b = torch.from_numpy(rng.standard_normal((k, n)).astype(np.float32))
+@pytest.mark.parametrize("rows", [3, 255, 256, 1000, 4099])
+def test_row_blocks_are_fixed_by_the_row_count_and_give_one_threads_bits(rows) -> None:
+    blas = pg._openblas()
+    if blas is None:
+        pytest.skip("numpy does not use OpenBLAS here")
+    rng = np.random.default_rng(rows)
+    a = torch.from_numpy(rng.standard_normal((rows, 384)).astype(np.float32))
+    b = torch.from_numpy(rng.standard_normal((384, 700)).astype(np.float32))
+    bounds = pg._row_bounds(rows)
+    assert bounds[0] == 0 and bounds[-1] == rows and bounds == sorted(bounds)
+    assert len(bounds) - 1 == (1 if rows < 2 * pg._MIN_ROWS else pg.PARTS)
+    assert all(x % 16 == 0 for x in bounds[1:-1])
+    before, torch_before = blas.num_threads, torch.get_num_threads()
+    blas.set_num_threads(1)  # the reference: each block on one OpenBLAS thread, by hand
+    expected = np.concatenate([a.numpy()[lo:hi] @ b.numpy()
+                               for lo, hi in zip(bounds, bounds[1:])])
+    blas.set_num_threads(max(2, before))
+    try:
+        for threads in (1, 2):  # one after the other, or side by side: the same bits
+            torch.set_num_threads(threads)
+            np.testing.assert_array_equal(pg.matmul(a, b).numpy(), expected)
+        assert blas.num_threads == max(2, before)  # OpenBLAS's count given back
+    finally:
+        blas.set_num_threads(before)
+        torch.set_num_threads(torch_before)
     np.testing.assert_allclose(pg.matmul(a, b).numpy(), a.numpy().astype(np.float64)
                                @ b.numpy().astype(np.float64), rtol=1e-4, atol=1e-3)
-    axis, bounds = pg._plan(m, k, n)
-    assert bounds[0] == 0 and bounds[-1] == {"rows": m, "columns": n, "sum": k}[axis]
-    assert all(lo <= hi for lo, hi in zip(bounds, bounds[1:]))
-    expected = {(1000, 64, 48): "rows", (16, 9000, 40): "sum", (40, 300, 700): "columns",
-                (3, 5, 2): "rows"}[shape]
-    assert axis == expected
-    assert len(bounds) - 1 == (1 if shape == (3, 5, 2) else pg.PARTS)
 
 
 def test_transposed_operands_need_no_copy_and_give_the_same_product() -> None:
@@ -115,9 +127,9 @@ print(hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in net.paramete
 
 
 def test_the_bits_do_not_depend_on_the_thread_counts() -> None:
-    # torch's threads decide whether the blocks run side by side, OpenBLAS's threads are set
-    # to one inside each block: neither may change a bit (OpenBLAS alone, on 1 or 2 threads,
-    # does change them: tasks/runtime/pinned_gemm.py)
+    # the products run on one OpenBLAS thread whatever torch's and OpenBLAS's own counts:
+    # neither may change a bit (OpenBLAS alone, on 1 or 2 threads, does change them:
+    # tasks/runtime/pinned_gemm.py)
     digests = set()
     for torch_threads, blas_threads in ((1, 1), (2, 2), (2, 1), (1, 2)):
         done = subprocess.run([sys.executable, "-c", _TRAIN, str(torch_threads),

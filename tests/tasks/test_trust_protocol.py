@@ -179,3 +179,35 @@ def test_band_table_and_learning_curve_score_only_fits_on_development_groups(two
     curve = learning_curve(dev, sealed, "stacking (ridge correction of alsa-e)", [3, 5], draws=2)
     assert list(curve["training groups"]) == [3, 3, 5]
     assert np.isfinite(curve["sealed group-mean MAE (pp)"]).all()
+
+
+def test_the_reports_auto_is_the_model_calibrate_ships_scored_out_of_group(two_dbs) -> None:
+    # the report's "auto" row must be what a user's auto runs (the shrinkage model calibrate
+    # records), each group's estimates from a model fit on the other groups only
+    from estimators.trust.calibration_artifact import auto_key
+    from tasks.report.trust_calibration import (
+        AUTO_MODEL_CLASS, CALIBRATED_METHODS, _complete, calibrate_rows, trust_tables,
+    )
+    from tasks.report.trust_protocol import fit_model
+
+    a, b, _ = two_dbs
+    dev, _ = split_development(read_trust_rows([a, b]))
+    table, keys = _complete(dev, CALIBRATED_METHODS)
+    concept = keys.concept.to_numpy(dtype=bool)
+    tables = trust_tables(table, concept=concept, keys=keys)
+    shipped = calibrate_rows(dev.subset(np.ones(len(dev), bool)))
+    assert shipped.stack_for(CALIBRATED_METHODS).to_dict()["kind"] == "shrink"
+    auto = tables["auto"].set_index("dataset")["auto MAE"]
+    for group in sorted(set(table.groups.tolist())):
+        held = table.groups == group
+        others = dev.subset(~held & ~concept)
+        model = fit_model(AUTO_MODEL_CLASS, others)  # an independent refit of the same class
+        held_rows = held & ~concept
+        est = np.clip(model.predict({}, {m: table.estimates[m][held_rows]
+                                         for m in CALIBRATED_METHODS}), 0, 1)
+        expected = float(np.mean(np.abs(est - table.truth[held_rows])) * 100)
+        assert auto[group] == pytest.approx(expected, abs=1e-9), group
+    # and the ridge stack, which the report used to score as "auto", gives other numbers
+    ridge = trust_tables(table, concept=concept)["auto"].set_index("dataset")["auto MAE"]
+    assert not np.allclose(ridge.to_numpy(), auto.reindex(ridge.index).to_numpy())
+    assert auto_key(CALIBRATED_METHODS) in shipped.bands
