@@ -156,7 +156,7 @@ def write_benchmark_doc(report_folder: Path, docs_dir: Path) -> Path:
         "",
         "| | |",
         "| --- | --- |",
-        f"| commit | `{_git_commit()}` |",
+        f"| commit | `{_git_commit(PAGE_OUTPUTS)}` |",
         f"| seeds | {seeds} |",
         f"| machine | {_machine()} |",
         *(f"| compute | {line} |" for line in compute or ["not recorded"]),
@@ -183,14 +183,21 @@ def write_benchmark_doc(report_folder: Path, docs_dir: Path) -> Path:
     return target
 
 
-def _git_commit() -> str:
+#: What the page's own generation writes: not a change to the code that computed it.
+PAGE_OUTPUTS: tuple[str, ...] = ("docs/BENCHMARK.md", "docs/benchmark")
+
+
+def _git_commit(ignore: tuple[str, ...] = ()) -> str:
+    """``HEAD``'s short hash, with ``+ uncommitted changes`` where a tracked file outside
+    ``ignore`` (paths from the repository's root) differs from it."""
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
             check=True, timeout=10,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ":/",
+             *(f":(top,exclude){path}" for path in ignore)], capture_output=True,
             text=True, check=True, timeout=10,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):

@@ -11,21 +11,10 @@ What is compared
 ----------------
 The MAE table's cells (suite, dataset, shift family, backbone, method) over the seeds both
 sides hold; a cell's difference is ``yours - reference`` of the mean over those seeds, in
-percentage points. Two runs on different hosts train different models, and a different model is
-a new draw, like a new seed: so a difference is judged against the seeds' spread :math:`s` (the
-standard deviation over seeds, pooled over both sides where each has two or more) by the
-two-sample *t* statistic
-
-.. math:: t = \frac{\Delta}{s\,\sqrt{1/n_{yours} + 1/n_{ref}}}
-
-(:math:`n` seeds a side; the degrees of freedom of the pooled standard deviation), and the
-cells' *p*-values are corrected together by Benjamini and Hochberg's procedure (J. R. Stat.
-Soc. B 57, 1995) at :data:`FDR` = 5 %. A cell is **within the seeds' spread** when the
-correction keeps "host noise" for it. A plain "larger than one standard deviation" rule is not
-a test: between two independent draws of 3 seeds it flags 22-29 % of the cells by chance
-(:math:`P(|Z| > \sqrt{3/2})` with a known spread, :math:`P(|t_4| > \sqrt{3/2})` with a pooled
-one), and it called the fast-mode page against a reproducible run "a real difference" (155 of
-828 cells, 19 %). Runs (``dataset.backbone.sSEED``) are compared where both sides hold
+percentage points. Two runs on different hosts train different models, a new draw like a new
+seed, so a difference is judged against the seeds' spread (:mod:`tasks.report.host_noise`: a
+*t* test, corrected by Benjamini-Hochberg; the methods that pool the seeds' models are listed,
+never judged). Runs (``dataset.backbone.sSEED``) are compared where both sides hold
 per-seed values: a run is *identical* (every value equal to the last bit), the *same model with
 moved estimates* (equal checkpoint digests; the estimators' fit moved: the methods are named),
 or a *different model*, with the reason read from the two runs' recorded settings (the compute
@@ -53,7 +42,10 @@ from typing import Any, Final
 
 import pandas as pd
 
-from tasks.report.provenance import PROVENANCE_COLUMNS, describe_settings, simd_flags
+from tasks.report.host_noise import FDR, judge_cells, pooled_methods
+from tasks.report.provenance import (
+    NOT_HOST, PROVENANCE_COLUMNS, text_or_none, why_runs_differ,
+)
 
 __all__ = [
     "BLOCK_START",
@@ -73,18 +65,6 @@ BLOCK_START: Final[str] = "<!-- alsa-bench reference "
 BLOCK_FORMAT: Final[int] = 1
 #: The MAE table's cell key.
 CELL: Final[list[str]] = ["suite", "dataset", "shift_family", "backbone", "method"]
-#: Settings whose difference explains a different model, in the order they are named.
-_REASONS: Final[tuple[tuple[str, str], ...]] = (
-    ("mode", "mode"), ("aten_cpu_capability", "ATen"), ("onednn_max_cpu_isa", "oneDNN"),
-    ("mkl_cbwr", "MKL"), ("openblas_cores", "OpenBLAS"), ("numpy_disabled", "numpy targets off"),
-    ("convolutions", "convolutions"),
-    ("deterministic_algorithms", "deterministic"), ("threads", "threads"),
-    ("text_precision", "text precision"), ("torch", "torch"), ("numpy", "numpy"),
-)
-#: False-discovery rate of the cells judged beyond the seeds' spread (Benjamini-Hochberg).
-FDR: Final[float] = 0.05
-#: A run whose model and settings are the same on both sides, but whose estimates moved.
-_NOT_HOST: Final[str] = "the same recorded settings and CPU: not explained by the host"
 #: Cells and runs listed at most (the rest are counted), so the output fits a screen.
 MAX_CELLS: Final[int] = 10
 MAX_RUNS: Final[int] = 6
@@ -339,7 +319,8 @@ class Comparison:
         has two or more, else the side with two or more), ``se`` (the difference's standard
         error under host noise), ``p`` (two-sided *t* test), ``within`` (bool: the
         Benjamini-Hochberg correction at :data:`FDR` keeps host noise; None without a
-        spread), ``digit_equal``, ``exact``.
+        spread, or for a method that pools the seeds' models), ``pooled`` (such a method: never
+        judged), ``digit_equal``, ``exact``.
     runs : DataFrame
         One row per common run: ``run_key``, ``status`` (identical, same model, different
         model, differs), ``methods`` (that moved), ``max_delta`` (pp), ``reason``.
@@ -359,59 +340,6 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
 
 
-def _settings(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str):
-        try:
-            out = json.loads(value)
-        except ValueError:
-            return {}
-        return out if isinstance(out, dict) else {}
-    return {}
-
-
-def _text(value: Any) -> str | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return str(value)
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, list):
-        return "/".join(map(str, value)) or "none"
-    return "none" if value in (None, "") else str(value)
-
-
-def _reason(own: pd.Series | None, ref: pd.Series | None) -> str:
-    """Why two runs may differ: the recorded settings that are not the same."""
-    if own is None or ref is None:
-        return "no record of how one side was computed"
-    a, b = _settings(own.get("compute_settings")), _settings(ref.get("compute_settings"))
-    if not a or not b:
-        return "no record of how one side was computed (stored before schema 7)"
-    out = []
-    for key, label in _REASONS:
-        va, vb = a.get(key), b.get(key)
-        if va != vb:
-            out.append(f"{label} {_show(va)} vs {_show(vb)}")
-    cpu_a, cpu_b = _text(own.get("cpu_model")), _text(ref.get("cpu_model"))
-    if cpu_a != cpu_b:
-        out.append(f"CPU {cpu_a} vs {cpu_b}")
-    elif simd_flags(_text(own.get("cpu_flags"))) != simd_flags(_text(ref.get("cpu_flags"))):
-        out.append("CPU flags differ")
-    code_a, code_b = _text(own.get("code_version")), _text(ref.get("code_version"))
-    if code_a and code_b and code_a != code_b:
-        out.append(f"code version {code_a} vs {code_b}")
-    if out:
-        pinned_only_cpu = (a.get("mode") == b.get("mode") == "reproducible"
-                           and all(r.startswith(("CPU", "code version")) for r in out))
-        if pinned_only_cpu and any(r.startswith("CPU") for r in out):
-            out.append("the same pinned settings on another CPU: not expected, please report it")
-        return "; ".join(out)
-    return _NOT_HOST
-
-
 def _run_table(own: Reference, ref: Reference, joined: pd.DataFrame) -> pd.DataFrame:
     cols = ["run_key", "status", "methods", "max_delta", "reason"]
     if joined.empty:
@@ -425,17 +353,17 @@ def _run_table(own: Reference, ref: Reference, joined: pd.DataFrame) -> pd.DataF
         diff = (sub["mae_own"] - sub["mae_ref"]).abs()
         moved = sub.loc[diff > 0, "method"].astype(str).unique().tolist()
         a, b = own_runs.get(key), ref_runs.get(key)
-        ck_a = _text(a.get("checkpoint_sha256")) if a is not None else None
-        ck_b = _text(b.get("checkpoint_sha256")) if b is not None else None
+        ck_a = text_or_none(a.get("checkpoint_sha256")) if a is not None else None
+        ck_b = text_or_none(b.get("checkpoint_sha256")) if b is not None else None
         same_model = ck_a is not None and ck_a == ck_b
         if not moved and (same_model or ck_a is None or ck_b is None):
             status, reason = "identical", ""
         elif same_model:
-            status, reason = "same model", "the estimators' fit moved: " + _reason(a, b)
+            status, reason = "same model", "the estimators' fit moved: " + why_runs_differ(a, b)
         elif ck_a is not None and ck_b is not None:
-            status, reason = "different model", _reason(a, b)
+            status, reason = "different model", why_runs_differ(a, b)
         else:
-            status, reason = "differs", _reason(a, b)
+            status, reason = "differs", why_runs_differ(a, b)
         out.append((key, status, moved, float(diff.max()), reason))
     return pd.DataFrame(out, columns=cols)
 
@@ -480,68 +408,11 @@ def compare(own: Reference, ref: Reference) -> Comparison:
         cmp.verdict = ("nothing to compare: no cell of the MAE table is in both (different "
                        "suites, datasets or backbones)")
         return cmp
-    spread, dof, sizes = [], [], []
-    for row in cells.itertuples(index=False):
-        key = tuple(getattr(row, c) for c in CELL)
-        sides = [(float(summary.loc[key, "mae_std"]), int(summary.loc[key, "n_seeds"]))
-                 for summary in (ref_summary, own_summary) if key in summary.index]
-        sides = [(sd, n) for sd, n in sides if n >= 2 and math.isfinite(sd)]
-        df = sum(n - 1 for _, n in sides)
-        spread.append(math.sqrt(sum((n - 1) * sd ** 2 for sd, n in sides) / df) if df
-                      else math.nan)
-        dof.append(df)
-        if joined.empty:  # each side's mean over its own seeds
-            sizes.append((int(own_summary.loc[key, "n_seeds"]),
-                          int(ref_summary.loc[key, "n_seeds"])))
-        else:  # both means over the seeds both hold
-            sizes.append((int(row.seeds), int(row.seeds)))
-    cells["spread"] = spread
-    cells["delta"] = cells["own"] - cells["ref"]
-    cells["digit_equal"] = [f"{a:.2f}" == f"{b:.2f}" for a, b in zip(cells["own"], cells["ref"])]
-    cells["se"] = [sd * math.sqrt(1.0 / a + 1.0 / b) for sd, (a, b) in zip(spread, sizes)]
-    cells["p"] = [_two_sided_p(d, se, df) for d, se, df in zip(cells["delta"], cells["se"], dof)]
-    rejected = _benjamini_hochberg(cells["p"].to_numpy(dtype=float), FDR)
-    cells["within"] = [None if math.isnan(p) else not r for p, r in zip(cells["p"], rejected)]
+    cells = judge_cells(cells, ref_summary, own_summary, CELL, per_seed=not joined.empty)
     cmp = Comparison(own, ref, cells, _run_table(own, ref, joined), only_ref, only_own,
                      notes=notes)
     cmp.verdict = _verdict(cmp)
     return cmp
-
-
-def _two_sided_p(delta: float, se: float, dof: int) -> float:
-    """P(|T| >= |delta / se|) for Student's *t* with ``dof`` degrees of freedom (NaN without a
-    spread; for noiseless cells, 1 where they agree and 0 where they do not)."""
-    if not dof or not math.isfinite(se):
-        return math.nan
-    if se == 0.0:
-        return 1.0 if abs(delta) < 1e-12 else 0.0
-    from scipy.stats import t as student_t
-
-    return float(2.0 * student_t.sf(abs(delta) / se, dof))
-
-
-def _benjamini_hochberg(p: Any, q: float) -> list[bool]:
-    """Which of the finite ``p``-values the Benjamini-Hochberg step-up procedure rejects at
-    false-discovery rate ``q`` (a NaN is never rejected and not counted).
-
-    Examples
-    --------
-    >>> _benjamini_hochberg([0.001, 0.04, 0.03, float("nan"), 0.9], 0.05)
-    [True, False, False, False, False]
-    >>> _benjamini_hochberg([0.01, 0.02, 0.03], 0.05)
-    [True, True, True]
-    """
-    import numpy as np
-
-    values = np.asarray(p, dtype=float)
-    finite = np.flatnonzero(np.isfinite(values))
-    out = np.zeros(values.shape, bool)
-    if finite.size:
-        order = finite[np.argsort(values[finite], kind="stable")]
-        passed = np.flatnonzero(values[order] <= q * np.arange(1, finite.size + 1) / finite.size)
-        if passed.size:
-            out[order[: passed[-1] + 1]] = True
-    return [bool(v) for v in out]
 
 
 def _names(keys: Sequence[str]) -> str:
@@ -560,10 +431,18 @@ def _verdict(cmp: Comparison) -> str:
         exact = " (every value bit-identical)" if bool(cells["exact"].all()) else ""
         return f"the same numbers: all {len(cells)} cells equal to the digit{exact}{extra}"
     beyond = differ[differ["within"] == False]  # noqa: E712 (None: no spread to judge by)
-    unjudged = differ[differ["within"].isna()]
+    pooled = differ[differ["pooled"]]
+    unjudged = differ[differ["within"].isna() & ~differ["pooled"]]
     runs = f"; runs that differ: {_names(moved_runs)}" if moved_runs else ""
+    if not pooled.empty:
+        runs += (f"; {len(pooled)} cells of methods that pool the seeds' models not judged "
+                 f"({', '.join(sorted(set(pooled['method'])))})")
+    pooled_names = pooled_methods()
     code = (cmp.runs[(cmp.runs["status"] == "same model")
-                     & cmp.runs["reason"].str.endswith(_NOT_HOST)]
+                     & cmp.runs["reason"].str.endswith(NOT_HOST)
+                     # a pooling method also moves when another seed's model changed
+                     & cmp.runs["methods"].map(lambda ms: any(m not in pooled_names
+                                                              for m in ms))]
             if not cmp.runs.empty else cmp.runs)
     if not code.empty:
         methods = sorted({m for ms in code["methods"] for m in ms})
@@ -575,7 +454,8 @@ def _verdict(cmp: Comparison) -> str:
                 f"cells differ beyond the seeds' spread; largest {_cell_name(worst)} "
                 f"{worst['delta']:+.2f} pp")
     if beyond.empty and unjudged.empty:
-        return (f"host noise: {len(differ)} of {len(cells)} cells differ, all within the "
+        judged = len(differ) - len(pooled)
+        return (f"host noise: {judged} of {len(cells)} cells differ, all within the "
                 f"seeds' spread{runs}")
     if beyond.empty:
         worst = _largest(unjudged)
@@ -630,12 +510,15 @@ def format_comparison(cmp: Comparison) -> str:
     cells = cmp.cells
     if not cells.empty:
         differ = cells[~cells["digit_equal"]]
-        unjudged = int(differ["within"].isna().sum())
+        unjudged = int((differ["within"].isna() & ~differ["pooled"]).sum())
+        pooled = int(differ["pooled"].sum())
         lines.append(
             f"Cells: {len(cells)} compared, {len(differ)} differ to the digit, "
             f"{int((differ['within'] == False).sum())} beyond the seeds' spread "  # noqa: E712
             f"(t test, Benjamini-Hochberg at {FDR:.0%})"
             + (f", {unjudged} without a spread (one seed)" if unjudged else "")
+            + (f", {pooled} of methods that pool the seeds' models (not judged)" if pooled
+               else "")
             + (f"; {cmp.only_reference} only in the reference" if cmp.only_reference else "")
             + (f"; {cmp.only_own} only in yours" if cmp.only_own else ""))
         if not differ.empty:
@@ -643,7 +526,8 @@ def format_comparison(cmp: Comparison) -> str:
             lines.append(f"  {'cell':46} {'yours':>7} {'ref':>7} {'Δ pp':>7} {'spread':>7} "
                          f"{'p':>6}  within")
             for _, row in show.iterrows():
-                within = "—" if row["within"] is None else ("yes" if row["within"] else "NO")
+                within = ("pooled" if row["pooled"] else "—" if row["within"] is None
+                          else "yes" if row["within"] else "NO")
                 p = "—" if math.isnan(row["p"]) else f"{row['p']:.3f}"
                 lines.append(f"  {_cell_name(row)[:46]:46} {row['own']:7.2f} {row['ref']:7.2f} "
                              f"{row['delta']:+7.2f} {_fmt(row['spread']):>7} {p:>6}  {within}")

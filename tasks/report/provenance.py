@@ -12,13 +12,14 @@ row per run for ``alsa-bench report --compare`` and ``docs/BENCHMARK.md``.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any, Final
 
 import pandas as pd
 
-__all__ = ["PROVENANCE_COLUMNS", "compute_notes", "describe_settings", "run_provenance",
-           "simd_flags"]
+__all__ = ["NOT_HOST", "PROVENANCE_COLUMNS", "RUN_REASONS", "compute_notes", "describe_settings",
+           "run_provenance", "simd_flags", "text_or_none", "why_runs_differ"]
 
 #: Columns of :func:`run_provenance` (and of ``runs.csv``).
 PROVENANCE_COLUMNS: Final[tuple[str, ...]] = (
@@ -141,3 +142,70 @@ def compute_notes(provenance: pd.DataFrame) -> list[str]:
         lines.append(f"- computed in {how} ({settings}) on {cpu}"
                      f"{f' ({flags})' if flags else ''}: {n} run{'s' if n != 1 else ''}")
     return lines
+
+
+#: Settings whose difference explains a different model, in the order they are named.
+RUN_REASONS: Final[tuple[tuple[str, str], ...]] = (
+    ("mode", "mode"), ("aten_cpu_capability", "ATen"), ("onednn_max_cpu_isa", "oneDNN"),
+    ("mkl_cbwr", "MKL"), ("openblas_cores", "OpenBLAS"), ("numpy_disabled", "numpy targets off"),
+    ("convolutions", "convolutions"),
+    ("deterministic_algorithms", "deterministic"), ("threads", "threads"),
+    ("text_precision", "text precision"), ("torch", "torch"), ("numpy", "numpy"),
+)
+#: A run whose model and settings are the same on both sides, but whose estimates moved.
+NOT_HOST: Final[str] = "the same recorded settings and CPU: not explained by the host"
+
+
+def _settings(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            out = json.loads(value)
+        except ValueError:
+            return {}
+        return out if isinstance(out, dict) else {}
+    return {}
+
+
+def text_or_none(value: Any) -> str | None:
+    """A stored value as text; None for a missing one (None or NaN)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return str(value)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list):
+        return "/".join(map(str, value)) or "none"
+    return "none" if value in (None, "") else str(value)
+
+
+def why_runs_differ(own: pd.Series | None, ref: pd.Series | None) -> str:
+    """Why two runs (``runs`` rows, :data:`PROVENANCE_COLUMNS`) may differ: the recorded
+    settings that are not the same, or :data:`NOT_HOST` where none differs."""
+    if own is None or ref is None:
+        return "no record of how one side was computed"
+    a, b = _settings(own.get("compute_settings")), _settings(ref.get("compute_settings"))
+    if not a or not b:
+        return "no record of how one side was computed (stored before schema 7)"
+    out = []
+    for key, label in RUN_REASONS:
+        va, vb = a.get(key), b.get(key)
+        if va != vb:
+            out.append(f"{label} {_show(va)} vs {_show(vb)}")
+    cpu_a, cpu_b = text_or_none(own.get("cpu_model")), text_or_none(ref.get("cpu_model"))
+    if cpu_a != cpu_b:
+        out.append(f"CPU {cpu_a} vs {cpu_b}")
+    elif simd_flags(text_or_none(own.get("cpu_flags"))) != simd_flags(text_or_none(ref.get("cpu_flags"))):
+        out.append("CPU flags differ")
+    code_a, code_b = text_or_none(own.get("code_version")), text_or_none(ref.get("code_version"))
+    if code_a and code_b and code_a != code_b:
+        out.append(f"code version {code_a} vs {code_b}")
+    if out:
+        pinned_only_cpu = (a.get("mode") == b.get("mode") == "reproducible"
+                           and all(r.startswith(("CPU", "code version")) for r in out))
+        if pinned_only_cpu and any(r.startswith("CPU") for r in out):
+            out.append("the same pinned settings on another CPU: not expected, please report it")
+        return "; ".join(out)
+    return NOT_HOST

@@ -15,6 +15,7 @@ import statistics
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tasks.report.compare import (
@@ -270,3 +271,47 @@ def test_independent_draws_are_host_noise_where_one_std_would_cry_wolf() -> None
     beyond = found.cells[found.cells["within"] == False]  # noqa: E712
     # the shifted cell, and at most the false discoveries a 5 % rate allows
     assert "d7" in beyond["dataset"].tolist() and len(beyond) <= 3
+
+
+def test_methods_that_pool_the_seeds_models_are_listed_not_judged() -> None:
+    # ALine's three seeds share one line through the seeds' models: their spread (0.1 pp) says
+    # nothing about a new draw of models, which moves the line by pp
+    rng = np.random.default_rng(5)
+    own, ref = _draws(rng, 30), _draws(rng, 30)
+    for side, value in ((own, 14.0), (ref, 3.0)):
+        extra = pd.DataFrame([("toy", "d0", "synthetic", "mlp", "aline-s", seed,
+                               value + 0.05 * seed) for seed in range(3)],
+                             columns=_CELL + ["seed", "mae"])
+        per_seed = pd.concat([side.per_seed, extra], ignore_index=True)
+        object.__setattr__(side, "per_seed", per_seed)
+        object.__setattr__(side, "summary", per_seed.groupby(_CELL, as_index=False).agg(
+            mae_mean=("mae", "mean"), mae_std=("mae", "std"), n_seeds=("seed", "nunique")))
+    result = compare(own, ref)
+    aline = result.cells[result.cells["method"] == "aline-s"].iloc[0]
+    assert bool(aline["pooled"]) and aline["within"] is None and math.isnan(aline["p"])
+    assert result.verdict.startswith("host noise: 30 of 31 cells differ")
+    assert "1 cells of methods that pool the seeds' models not judged (aline-s)" in result.verdict
+    assert "1 of methods that pool the seeds' models (not judged)" in format_comparison(result)
+
+
+def test_the_pages_commit_ignores_what_the_page_itself_writes(tmp_path, monkeypatch) -> None:
+    import subprocess
+
+    from tasks.report.benchmark_doc import PAGE_OUTPUTS, _git_commit
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "docs" / "benchmark").mkdir(parents=True)
+    for name in ("code.py", "docs/BENCHMARK.md", "docs/benchmark/fig.png"):
+        (tmp_path / name).write_text("v1\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    monkeypatch.chdir(tmp_path / "docs")  # from a subfolder too
+    (tmp_path / "docs" / "BENCHMARK.md").write_text("v2\n")
+    (tmp_path / "docs" / "benchmark" / "fig.png").write_text("v2\n")
+    assert "uncommitted" not in _git_commit(PAGE_OUTPUTS)
+    assert _git_commit().endswith("+ uncommitted changes")
+    (tmp_path / "code.py").write_text("v2\n")
+    assert _git_commit(PAGE_OUTPUTS).endswith("+ uncommitted changes")
