@@ -22,7 +22,8 @@ mode, ATen's capability, MKL's branch, threads, torch, the CPU, the code version
 
 The last line is the verdict:
 
-* ``the same numbers``: every common cell equal to the digit shown on the page;
+* ``the same numbers``: every common cell equal to the digit shown on the page (those of the
+  methods that pool the seeds' models excepted: they are named);
 * ``host noise``: cells differ, every one within the seeds' spread; the runs that differ and why;
 * ``a real difference``: a run's estimates moved although its model and its recorded settings
   are the same (the estimators changed: no host explains it, whatever the size), or at least one
@@ -437,6 +438,9 @@ def _verdict(cmp: Comparison) -> str:
     if not pooled.empty:
         runs += (f"; {len(pooled)} cells of methods that pool the seeds' models not judged "
                  f"({', '.join(sorted(set(pooled['method'])))})")
+    if len(pooled) == len(differ):  # only the seed-pooling methods moved
+        judged = len(cells) - int(cells["pooled"].sum())
+        return f"the same numbers: all {judged} judged cells equal to the digit{runs}"
     pooled_names = pooled_methods()
     code = (cmp.runs[(cmp.runs["status"] == "same model")
                      & cmp.runs["reason"].str.endswith(NOT_HOST)

@@ -21,6 +21,7 @@ import pytest
 from tasks.report.compare import (
     BLOCK_START,
     CELL as _CELL,
+    Reference,
     compare,
     format_comparison,
     load_reference,
@@ -315,3 +316,21 @@ def test_the_pages_commit_ignores_what_the_page_itself_writes(tmp_path, monkeypa
     assert _git_commit().endswith("+ uncommitted changes")
     (tmp_path / "code.py").write_text("v2\n")
     assert _git_commit(PAGE_OUTPUTS).endswith("+ uncommitted changes")
+
+
+def test_only_seed_pooling_cells_moved_is_the_same_numbers() -> None:
+    # one seed run against a 3-seed page: ALine ran without peers, everything else equal
+    rng = np.random.default_rng(6)
+    ref = _draws(rng, 5)
+    own = Reference("toy", "database", ref.per_seed.copy(), ref.summary.copy(), ref.runs,
+                    ref.seeds)
+    for side, value in ((own, 14.0), (ref, 3.0)):
+        extra = pd.DataFrame([("toy", "d0", "synthetic", "mlp", "aline-d", seed, value)
+                              for seed in range(3)], columns=_CELL + ["seed", "mae"])
+        per_seed = pd.concat([side.per_seed, extra], ignore_index=True)
+        object.__setattr__(side, "per_seed", per_seed)
+        object.__setattr__(side, "summary", per_seed.groupby(_CELL, as_index=False).agg(
+            mae_mean=("mae", "mean"), mae_std=("mae", "std"), n_seeds=("seed", "nunique")))
+    result = compare(own, ref)
+    assert result.verdict.startswith("the same numbers: all 5 judged cells equal to the digit")
+    assert "1 cells of methods that pool the seeds' models not judged (aline-d)" in result.verdict
