@@ -82,13 +82,11 @@ def describe_settings(settings: str | dict[str, Any] | None) -> str:
     """
     if settings is None:
         return "not recorded (a run stored before schema 7)"
-    if isinstance(settings, str):
-        try:
-            settings = json.loads(settings)
-        except ValueError:
-            return "unreadable"
     if not isinstance(settings, dict):
-        return "unreadable"
+        parsed = _settings(settings)
+        if not parsed and str(settings).strip() != "{}":
+            return "unreadable"
+        settings = parsed
     parts = [
         f"ATen {settings.get('aten_cpu_capability', '?')}",
         f"oneDNN {settings.get('onednn_max_cpu_isa', '?')}",
@@ -157,6 +155,7 @@ NOT_HOST: Final[str] = "the same recorded settings and CPU: not explained by the
 
 
 def _settings(value: Any) -> dict[str, Any]:
+    """Recorded settings as a dict: a dict as it is, a JSON object's text read; else ``{}``."""
     if isinstance(value, dict):
         return value
     if isinstance(value, str):

@@ -38,8 +38,7 @@ from tasks.report.trust_protocol import fit_model, grouped_cv
 from tasks.report.trust_rows import TrustRows, read_trust_rows, split_development, trust_rows_of
 
 __all__ = ["AUTO_MODEL_CLASS", "MIN_GROUPS", "calibrate_databases", "calibrate_rows",
-           "calibration_table",
-           "trust_tables"]
+           "calibration_table", "trust_tables"]
 
 #: The methods a calibration covers by default: every label-free method of the benchmark.
 CALIBRATED_METHODS: tuple[str, ...] = AUTO_MEMBER_SETS[0]
