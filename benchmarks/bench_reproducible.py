@@ -33,6 +33,7 @@ bit-identical results.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -63,6 +64,9 @@ def _configs() -> dict[str, tuple[dict[str, str], bool, bool]]:
         "pinned": (pinned, True, True),
         "pinned-onednn": (pinned, True, False),
         "pinned-nodet": (pinned, False, True),
+        "pinned-mkl-auto": ({k: v for k, v in pinned.items() if k != "MKL_CBWR"}, True, True),
+        # the mode before its pinned OpenBLAS products: ATen's convolutions, MKL's COMPATIBLE
+        "pinned-aten": ({**pinned, "ALSA_BENCH_BENCH_PRODUCTS": "0"}, True, True),
         "aten-default": ({"ATEN_CPU_CAPABILITY": "default"}, False, False),
         "aten-avx2": ({"ATEN_CPU_CAPABILITY": "avx2"}, False, False),
         "aten-avx512": ({"ATEN_CPU_CAPABILITY": "avx512"}, False, False),
@@ -228,14 +232,21 @@ def worker(workload: str, steps: int, deterministic: bool, native_conv: bool) ->
 
     from tasks.runtime.threads import pinned_threads
 
-    if deterministic:  # as tasks.runtime.reproducible.deterministic_torch sets it
-        import torch.utils.deterministic
+    from tasks.runtime.reproducible import deterministic_torch
 
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        torch.utils.deterministic.fill_uninitialized_memory = False
+    products = os.environ.get("ALSA_BENCH_BENCH_PRODUCTS", "1") == "1"
+    if deterministic and native_conv:  # exactly what the reproducible mode's tasks run
+        context: Any = deterministic_torch(products=products)
+    else:
+        context = contextlib.nullcontext()
+        if deterministic:
+            import torch.utils.deterministic
+
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            torch.utils.deterministic.fill_uninitialized_memory = False
     threads = int(os.environ.get("ALSA_BENCH_BENCH_THREADS", "0")) or _THREADS[0]
-    with pinned_threads(threads):
-        if native_conv:  # ATen's own convolutions: what the reproducible mode's tasks run
+    with pinned_threads(threads), context:
+        if native_conv and not deterministic:  # ATen's own convolutions alone
             torch._C._set_mkldnn_enabled(False)
             torch._C._set_nnpack_enabled(False)
         if workload in ("mlp", "lenet", "resnet"):

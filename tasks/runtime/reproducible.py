@@ -11,14 +11,19 @@ what picks a kernel                what pins it                     pinned value
 ATen's vectorised kernels          ``ATEN_CPU_CAPABILITY``          ``avx2``
 (reductions, elementwise, Sleef)
 oneDNN (convolutions, pooling)     ``ONEDNN_MAX_CPU_ISA``           ``AVX2``
-MKL inside torch (GEMM, linear)    ``MKL_CBWR``, ``MKL_DYNAMIC``    ``COMPATIBLE``, ``FALSE``
-OpenBLAS inside numpy and scipy    ``OPENBLAS_CORETYPE``            ``Haswell``
+MKL inside torch (other GEMMs)     ``MKL_CBWR``, ``MKL_DYNAMIC``    ``COMPATIBLE``, ``FALSE``
+OpenBLAS inside numpy and scipy,   ``OPENBLAS_CORETYPE``            ``Haswell``
+and torch's linear layers in this
+mode (and, for speed only, its     ``OPENBLAS_THREAD_TIMEOUT``      ``4``
+threads' busy wait)
 numpy's SIMD loops (exp, log)      ``NPY_DISABLE_CPU_FEATURES``     every target above AVX2
 the text encoder's precision       ``ALSA_BENCH_TEXT_PRECISION``    ``fp32`` (bf16 needs
                                                                     AVX512-BF16 or AMX)
 =================================  ===============================  ========================
 
-plus, inside each stage task, ``torch.use_deterministic_algorithms(True)`` (and on CUDA
+plus, inside each stage task, torch's linear layers and convolutions computed by that pinned
+OpenBLAS (:mod:`tasks.runtime.pinned_gemm`: 2.8x faster than MKL's ``COMPATIBLE`` GEMM here),
+``torch.use_deterministic_algorithms(True)`` (and on CUDA
 cuDNN's deterministic kernels, no autotuning, no TF32, ``CUBLAS_WORKSPACE_CONFIG=:4096:8``)
 and a fixed thread count (:data:`PINNED_THREADS`, whatever the core count: a reduction split
 over 16 threads adds in another order than over 2). MKL honours only ``COMPATIBLE`` on a
@@ -94,6 +99,12 @@ _OURS_ENV: Final[str] = "ALSA_BENCH_PINNED_VARS"
 #: ``docs/BENCHMARK.md`` was computed with (a lower ``$OMP_NUM_THREADS`` or an explicit
 #: ``--threads-per-task`` wins, and is recorded).
 PINNED_THREADS: Final[int] = 2
+#: How long OpenBLAS's idle threads wait busily for the next call (2**4 cycles, its minimum;
+#: default 2**28, about 0.1 s). Not a numerical knob: in this mode torch's linear layers call
+#: OpenBLAS between its own OpenMP regions (:mod:`tasks.runtime.pinned_gemm`), and a waiting
+#: OpenBLAS thread beside torch's two on 2 cores made a pipeline's MLP and LeNet training 9-13x
+#: and 4x slower, in about half of the runs.
+OPENBLAS_THREAD_TIMEOUT: Final[str] = "4"
 #: cuBLAS's workspace setting that makes its GEMMs deterministic (read when cuBLAS starts).
 CUBLAS_WORKSPACE: Final[str] = ":4096:8"
 
@@ -196,6 +207,7 @@ def pinned_environment(flags: frozenset[str] | None = None) -> dict[str, str]:
         "MKL_CBWR": "COMPATIBLE",
         "MKL_DYNAMIC": "FALSE",
         "OPENBLAS_CORETYPE": "Haswell" if avx2 else "Prescott",
+        "OPENBLAS_THREAD_TIMEOUT": OPENBLAS_THREAD_TIMEOUT,
         "NPY_DISABLE_CPU_FEATURES": _numpy_targets_above_avx2(),
         "ALSA_BENCH_TEXT_PRECISION": "fp32",
         "CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE,
@@ -388,7 +400,9 @@ def effective_settings() -> dict[str, Any]:
         (torch), ``onednn_max_cpu_isa`` (the variable oneDNN read; oneDNN has no query),
         ``mkl_cbwr`` (MKL's own answer), ``mkl_dynamic``, ``openblas_cores`` (threadpoolctl),
         ``numpy_disabled`` (the variable), ``deterministic_algorithms``, ``convolutions``
-        (``aten``, or ``onednn/nnpack`` where torch may use them), ``threads`` (torch),
+        (``aten``, or ``onednn/nnpack`` where torch may use them), ``linear_products``
+        (``openblas-blocks`` inside a reproducible task: :mod:`tasks.runtime.pinned_gemm`;
+        else ``torch``), ``threads`` (torch),
         ``text_precision``, ``torch``, ``numpy``, ``machine``.
     """
     import numpy as np
@@ -405,6 +419,8 @@ def effective_settings() -> dict[str, Any]:
         "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
         "convolutions": ("aten" if not (torch.backends.mkldnn.enabled
                                         or torch._C._get_nnpack_enabled()) else "onednn/nnpack"),
+        "linear_products": ("openblas-blocks" if torch.nn.functional.linear.__module__
+                            == "tasks.runtime.pinned_gemm" else "torch"),
         "threads": int(torch.get_num_threads()),
         "text_precision": os.environ.get("ALSA_BENCH_TEXT_PRECISION", "auto"),
         "torch": str(torch.__version__),
@@ -485,14 +501,20 @@ def compute_mode(mode: ComputeMode, device: str = "cpu") -> Iterator[ComputeMode
 
 
 @contextmanager
-def deterministic_torch(*, cuda: bool = False) -> Iterator[None]:
+def deterministic_torch(*, cuda: bool = False, products: bool = True) -> Iterator[None]:
     """torch's switches of the reproducible mode for a block, restored after.
 
     * ``torch.use_deterministic_algorithms(True, warn_only=True)`` (an operation without a
       deterministic kernel warns, naming itself), without filling fresh memory with NaN;
-    * convolutions through ATen's own kernels (im2col and a GEMM, which MKL's ``COMPATIBLE``
-      branch computes alike on every CPU), not oneDNN's or NNPACK's: those pick their blocking
-      from the CPU's cache sizes (oneDNN's ``brg_blocking_t::L1/L2``), which no variable pins;
+    * ``torch.nn.functional.linear`` and ``conv2d`` (``nn.Linear``, ``nn.Conv2d``) through
+      numpy's OpenBLAS on its pinned Haswell kernels
+      (:func:`tasks.runtime.pinned_gemm.pinned_products`: a convolution as im2col and one
+      GEMM), 2.8x faster than MKL's ``COMPATIBLE`` branch and as fixed in its order of
+      addition; ``products=False`` leaves them to torch;
+    * any other convolution through ATen's own kernels (im2col and a GEMM, which MKL's
+      ``COMPATIBLE`` branch computes alike on every CPU), not oneDNN's or NNPACK's: those pick
+      their blocking from the CPU's cache sizes (oneDNN's ``brg_blocking_t::L1/L2``), which no
+      variable pins;
     * with ``cuda``: cuDNN's deterministic algorithms, no autotuning (``benchmark``), no TF32
       (a GPU without TF32 computes in full float32).
 
@@ -500,8 +522,12 @@ def deterministic_torch(*, cuda: bool = False) -> Iterator[None]:
     ----------
     cuda : bool, default False
         Also set the CUDA switches.
+    products : bool, default True
+        Send the CPU's linear layers and convolutions through the pinned OpenBLAS products.
     """
     import torch
+
+    from tasks.runtime.pinned_gemm import pinned_products
 
     import torch.utils.deterministic
 
@@ -526,7 +552,11 @@ def deterministic_torch(*, cuda: bool = False) -> Iterator[None]:
     torch._C._set_mkldnn_enabled(False)
     torch._C._set_nnpack_enabled(False)
     try:
-        yield
+        if products:
+            with pinned_products():
+                yield
+        else:
+            yield
     finally:
         torch._C._set_mkldnn_enabled(conv[0])
         torch._C._set_nnpack_enabled(conv[1])

@@ -256,3 +256,40 @@ def test_small_image_inference_is_unchanged_by_the_cap() -> None:
         ref = torch.cat([model(torch.from_numpy(_Spec().to_inputs(x[i:i + 256])).to(
             memory_format=torch.channels_last)) for i in (0, 256)]).numpy()
     assert np.array_equal(got, ref)
+
+
+def _layouts_seen(backbone: str, mkldnn: bool) -> set[bool]:
+    """Whether each batch the network saw in training and prediction was channels-last."""
+    model = get_backbone(backbone, 3, (1, 28, 28))
+    seen: set[bool] = set()
+    model.register_forward_pre_hook(
+        lambda _m, args: seen.add(args[0].stride(1) == 1))  # channels-last (1 channel too)
+    spec = dataclasses.replace(get_backbone_spec(backbone), epochs=1, batch_size=32)
+    x, y = _data(96, 0)
+    before = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(mkldnn)
+    try:
+        image.ADAPTER.fit(model, spec, _Spec(), (x, y), (x[:32], y[:32]), epochs=1, seed=0,
+                          device=CPU, progress=False, key="t")
+        image.ADAPTER.predict(model, _Spec(), x, CPU, 64)
+    finally:
+        torch._C._set_mkldnn_enabled(before)
+    return seen
+
+
+def test_lenet_is_fed_contiguous_batches_where_atens_convolutions_compute() -> None:
+    # the reproducible mode turns oneDNN off: LeNet then runs faster on contiguous batches
+    assert _layouts_seen("lenet", mkldnn=False) == {False}
+    assert _layouts_seen("lenet", mkldnn=True) == {True}
+    assert _layouts_seen("resnet", mkldnn=False) == {True}  # faster channels-last on ATen too
+
+
+def test_the_layout_changes_no_logit_beyond_rounding() -> None:
+    torch.manual_seed(0)
+    model = get_backbone("lenet", 3, (1, 28, 28)).eval()
+    x = torch.from_numpy(_Spec().to_inputs(_data(64, 1)[0]))
+    with torch.inference_mode():
+        plain = model(x.contiguous())
+        last = model.to(memory_format=torch.channels_last)(
+            x.contiguous(memory_format=torch.channels_last))
+    torch.testing.assert_close(plain, last, rtol=1e-5, atol=1e-5)

@@ -87,9 +87,26 @@ SGD_STEP_EPOCHS: Final[int] = 100
 SGD_MOMENTUM: Final[float] = 0.9
 
 
-def _memory_format(ndim: int) -> torch.memory_format:
-    """Channels-last for image batches (oneDNN convolutions are 1.2-2.5x faster on CPU)."""
-    return torch.channels_last if ndim == 4 else torch.contiguous_format
+def _memory_format(
+    ndim: int, model: nn.Module | None = None, device: torch.device | None = None
+) -> torch.memory_format:
+    """The layout of a batch of ``ndim`` dimensions for ``model`` on ``device``.
+
+    Image batches are channels-last (oneDNN's and cuDNN's convolutions are 1.2-2.5x faster on
+    them), except where ATen's own convolution kernels compute them (the reproducible mode on
+    the CPU turns oneDNN off: :func:`tasks.runtime.reproducible.deterministic_torch`) and the
+    network declares ``CHANNELS_LAST_ON_ATEN = False``: LeNet there trains 1.7x and predicts
+    1.5x faster on contiguous batches, while the narrow ResNet is 1.15x faster channels-last
+    (``docs/PERFORMANCE.md``, "The reproducible mode's layout of LeNet's batches"). The
+    layout changes no value beyond the order of additions inside a kernel.
+    """
+    if ndim != 4:
+        return torch.contiguous_format
+    on_cpu = device is None or device.type == "cpu"
+    aten_convolutions = on_cpu and not torch.backends.mkldnn.enabled
+    if aten_convolutions and not getattr(model, "CHANNELS_LAST_ON_ATEN", True):
+        return torch.contiguous_format
+    return torch.channels_last
 
 
 def _inputs(spec: Any, samples: np.ndarray) -> np.ndarray:
@@ -108,8 +125,10 @@ def _to_device(x: np.ndarray, device: torch.device, fmt: torch.memory_format) ->
     return torch.from_numpy(np.ascontiguousarray(x)).to(device, memory_format=fmt)
 
 
-def _batch(spec: Any, samples: np.ndarray, device: torch.device) -> torch.Tensor:
-    """One batch of model inputs on ``device``, channels-last when it is a batch of images.
+def _batch(spec: Any, samples: np.ndarray, device: torch.device,
+           fmt: torch.memory_format | None = None) -> torch.Tensor:
+    """One batch of model inputs on ``device``, in the layout ``fmt`` (default: channels-last
+    when it is a batch of images, :func:`_memory_format`).
 
     On CUDA, a dataset whose ``to_inputs`` has an ``on_device`` twin (CIFAR's
     :func:`tasks.data.datasets.cifar.cifar10_inputs`: the same float32 operations in torch, equal
@@ -120,9 +139,11 @@ def _batch(spec: Any, samples: np.ndarray, device: torch.device) -> torch.Tensor
     on_device = getattr(getattr(spec, "to_inputs", None), "on_device", None)
     if device.type == "cuda" and on_device is not None:
         x: torch.Tensor = on_device(torch.from_numpy(np.ascontiguousarray(samples)).to(device))
-        return x.contiguous(memory_format=_memory_format(x.ndim))
+        return x.contiguous(memory_format=fmt if fmt is not None and x.ndim == 4
+                            else _memory_format(x.ndim))
     converted = _inputs(spec, samples)
-    return _to_device(converted, device, _memory_format(converted.ndim))
+    return _to_device(converted, device, fmt if fmt is not None and converted.ndim == 4
+                      else _memory_format(converted.ndim))
 
 
 #: Rows one decoding process converts at a time when decoding runs in worker processes
@@ -291,15 +312,16 @@ def predict_samples(
             _large_batches_mapped(first, step, device)
         starts = range(0, samples.shape[0], step)
         workers = loader_workers() if _decodes_files(spec, samples) else 0
+        fmt = _memory_format(4, model, device)  # for image batches; others stay contiguous
         batches: Iterator[torch.Tensor] = (
-            (_to_device(x, device, _memory_format(x.ndim))
+            (_to_device(x, device, _memory_format(x.ndim, model, device))
              for x in _decoded_batches(spec, samples, step, workers))
             if workers and len(starts) > 0
-            else (_batch(spec, samples[start : start + step], device) for start in starts)
+            else (_batch(spec, samples[start : start + step], device, fmt) for start in starts)
         )
         for xb in show_progress(batches, desc="predict", unit="batch", leave=False,
                                 total=len(starts)):
-            model.to(memory_format=_memory_format(xb.ndim))
+            model.to(memory_format=_memory_format(xb.ndim, model, device))
             chunks.append(model(xb).float().cpu().numpy())
         if not chunks:  # no rows: one empty forward pass gives the right width
             empty = torch.from_numpy(np.ascontiguousarray(_inputs(spec, samples[:0])))
@@ -380,7 +402,7 @@ class ImageAdapter(ModalityAdapter):
             raise ValueError(f"train must hold as many labels as samples, at least one; got "
                              f"{x_raw.shape[0]} samples and {y_all.shape[0]} labels.")
         first = _inputs(spec, x_raw[:1])
-        fmt = _memory_format(first.ndim)
+        fmt = _memory_format(first.ndim, model, device)
         _large_batches_mapped(first, recipe.batch_size, device)
         model.to(device, memory_format=fmt)
         loader = DataLoader(
@@ -409,7 +431,7 @@ class ImageAdapter(ModalityAdapter):
                                 leave=False, enabled=progress)
             for idx in bar:
                 rows = idx.numpy()
-                xb = _batch(spec, x_raw[rows], device)
+                xb = _batch(spec, x_raw[rows], device, fmt)
                 yb = torch.from_numpy(y_all[rows]).to(device, non_blocking=device.type == "cuda")
                 optimizer.zero_grad(set_to_none=True)
                 loss = loss_fn(model(xb), yb)
