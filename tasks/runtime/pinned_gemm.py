@@ -162,7 +162,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
     blas = numpy_openblas()
     before = blas.num_threads if blas is not None else None
-    if blas is not None and before != 1:  # inside pinned_products() it is 1 already
+    if blas is not None and before != 1:
         blas.set_num_threads(1)
     try:
         macs = x.shape[0] * x.shape[1] * y.shape[1]
@@ -253,8 +253,10 @@ def linear(input: torch.Tensor, weight: torch.Tensor,
 def pinned_products() -> Iterator[None]:
     """Send ``torch.nn.functional.linear`` through :func:`linear` for a block (every module
     that calls it: ``nn.Linear``, the text encoder's projections, torch-geometric's
-    ``Linear``), with numpy's OpenBLAS (:func:`numpy_openblas`) on one thread; torch's function
-    and OpenBLAS's thread count are put back after.
+    ``Linear``); torch's function is put back after. Each product runs on one thread of numpy's
+    OpenBLAS (:func:`numpy_openblas`, set and given back around the call in :func:`matmul`),
+    so numpy's own products elsewhere in the task (the estimators') keep the task's threads
+    and their bits.
 
     Where :func:`products_available` is false (numpy without OpenBLAS, or an OpenBLAS that
     ignores the pinned kernel set) the block changes nothing: torch computes the products on
@@ -267,13 +269,9 @@ def pinned_products() -> Iterator[None]:
     if not products_available():
         yield
         return
-    blas = numpy_openblas()
-    threads = blas.num_threads
     saved = F.linear
-    blas.set_num_threads(1)
     F.linear = linear
     try:
         yield
     finally:
         F.linear = saved
-        blas.set_num_threads(threads)

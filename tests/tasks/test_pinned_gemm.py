@@ -132,19 +132,30 @@ def test_the_library_is_the_one_numpy_links_not_scipys() -> None:
     assert str(Path(blas.filepath).resolve()) == linked
 
 
-def test_inside_the_block_numpys_openblas_runs_one_thread_and_gets_its_count_back() -> None:
+def test_each_product_runs_on_one_thread_of_numpys_openblas_and_gives_the_count_back(
+        monkeypatch) -> None:
     blas = pg.numpy_openblas()
     if blas is None or not pg.products_available():
         with pg.pinned_products():  # nothing to pin: torch's function stays
             assert F.linear is not pg.linear
         return
+    seen: list[int] = []
+    real = np.matmul
+
+    def recording(*args, **kwargs):
+        seen.append(blas.num_threads)
+        return real(*args, **kwargs)
+
     before = blas.num_threads
     blas.set_num_threads(2)
     try:
         with pg.pinned_products():
-            assert blas.num_threads == 1
-            assert F.linear is pg.linear
-        assert blas.num_threads == 2
+            assert blas.num_threads == 2  # numpy's own products keep the task's threads
+            monkeypatch.setattr(pg.np, "matmul", recording)
+            torch.nn.Linear(64, 32)(torch.randn(600, 64)).sum().backward()
+            monkeypatch.setattr(pg.np, "matmul", real)
+            assert blas.num_threads == 2
+        assert seen and set(seen) == {1}  # forward and backward blocks, one thread each
     finally:
         blas.set_num_threads(before)
 
