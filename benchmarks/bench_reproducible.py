@@ -110,25 +110,28 @@ def _image(name: str, steps: int) -> dict[str, Any]:
     import torch
 
     from tasks.models.backbones import get_backbone
+    from tasks.models.modalities.image import batch_layout
 
     rng = np.random.default_rng(0)
     x = torch.from_numpy(rng.random((max(steps * 128, 4096), 1, 28, 28), dtype=np.float32))
     y = torch.from_numpy(rng.integers(0, 10, x.shape[0]))
     torch.manual_seed(0)
-    model = get_backbone(name, 10, (1, 28, 28)).to(memory_format=torch.channels_last)
+    model = get_backbone(name, 10, (1, 28, 28))
+    fmt = batch_layout(4, model, torch.device("cpu"))  # the image adapter's layout here
+    model = model.to(memory_format=fmt)
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3)
     loss_fn = torch.nn.CrossEntropyLoss()
     t0, c0 = time.perf_counter(), time.process_time()
     model.train()
     for i in range(steps):
-        xb = x[i * 128:(i + 1) * 128].contiguous(memory_format=torch.channels_last)
+        xb = x[i * 128:(i + 1) * 128].contiguous(memory_format=fmt)
         opt.zero_grad(set_to_none=True)
         loss_fn(model(xb), y[i * 128:(i + 1) * 128]).backward()
         opt.step()
     train_s, train_cpu = time.perf_counter() - t0, time.process_time() - c0
     t0 = time.perf_counter()
     with torch.inference_mode():
-        logits = model.eval()(x[:4096].contiguous(memory_format=torch.channels_last))
+        logits = model.eval()(x[:4096].contiguous(memory_format=fmt))
     return {"train_s": train_s, "predict_s": time.perf_counter() - t0, "train_cpu": train_cpu,
             "weights": _weights_digest(model), "outputs": _digest(logits.numpy())}
 

@@ -79,6 +79,8 @@ def describe_settings(settings: str | dict[str, Any] | None) -> str:
     >>> describe_settings({"aten_cpu_capability": "avx2", "onednn_max_cpu_isa": "AVX2",
     ...     "mkl_cbwr": "COMPATIBLE", "openblas_cores": ["Haswell"], "threads": 2})
     'ATen avx2, oneDNN AVX2, MKL COMPATIBLE, OpenBLAS Haswell, 2 threads'
+    >>> describe_settings({"openblas_cores": ["Haswell"], "linear_products": "openblas-blocks"})
+    'ATen ?, oneDNN ?, MKL ?, OpenBLAS Haswell, linear layers openblas-blocks'
     """
     if settings is None:
         return "not recorded (a run stored before schema 7)"
@@ -95,6 +97,8 @@ def describe_settings(settings: str | dict[str, Any] | None) -> str:
     ]
     if settings.get("convolutions"):
         parts.append(f"convolutions {settings['convolutions']}")
+    if settings.get("linear_products"):
+        parts.append(f"linear layers {settings['linear_products']}")
     if settings.get("deterministic_algorithms"):
         parts.append("deterministic")
     if settings.get("threads") is not None:
@@ -146,7 +150,7 @@ def compute_notes(provenance: pd.DataFrame) -> list[str]:
 RUN_REASONS: Final[tuple[tuple[str, str], ...]] = (
     ("mode", "mode"), ("aten_cpu_capability", "ATen"), ("onednn_max_cpu_isa", "oneDNN"),
     ("mkl_cbwr", "MKL"), ("openblas_cores", "OpenBLAS"), ("numpy_disabled", "numpy targets off"),
-    ("convolutions", "convolutions"),
+    ("convolutions", "convolutions"), ("linear_products", "linear layers"),
     ("deterministic_algorithms", "deterministic"), ("threads", "threads"),
     ("text_precision", "text precision"), ("torch", "torch"), ("numpy", "numpy"),
 )

@@ -87,7 +87,7 @@ class LeNet(nn.Module):
         False: where ATen's own convolution kernels compute (the reproducible mode on the CPU),
         the image adapter feeds contiguous batches, on which its five-by-five convolutions of
         1 and 6 channels train 1.7x faster than channels-last
-        (:func:`tasks.models.modalities.image._memory_format`).
+        (:func:`tasks.models.modalities.image.batch_layout`).
     """
 
     CHANNELS_LAST_ON_ATEN: ClassVar[bool] = False

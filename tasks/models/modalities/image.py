@@ -65,7 +65,7 @@ from tasks.runtime.loader import convert_chunk, loader_workers
 from tasks.runtime.progress import progress as show_progress
 
 __all__ = ["ADAPTER", "EVAL_MAX_VALUES", "OPTIMIZERS", "SGD_STEP_EPOCHS", "ImageAdapter",
-           "eval_rows", "predict_logits"]
+           "batch_layout", "eval_rows", "predict_logits"]
 
 logger = logging.getLogger("tasks.stages.train")
 
@@ -87,7 +87,7 @@ SGD_STEP_EPOCHS: Final[int] = 100
 SGD_MOMENTUM: Final[float] = 0.9
 
 
-def _memory_format(
+def batch_layout(
     ndim: int, model: nn.Module | None = None, device: torch.device | None = None
 ) -> torch.memory_format:
     """The layout of a batch of ``ndim`` dimensions for ``model`` on ``device``.
@@ -128,7 +128,7 @@ def _to_device(x: np.ndarray, device: torch.device, fmt: torch.memory_format) ->
 def _batch(spec: Any, samples: np.ndarray, device: torch.device,
            fmt: torch.memory_format | None = None) -> torch.Tensor:
     """One batch of model inputs on ``device``, in the layout ``fmt`` (default: channels-last
-    when it is a batch of images, :func:`_memory_format`).
+    when it is a batch of images, :func:`batch_layout`).
 
     On CUDA, a dataset whose ``to_inputs`` has an ``on_device`` twin (CIFAR's
     :func:`tasks.data.datasets.cifar.cifar10_inputs`: the same float32 operations in torch, equal
@@ -140,10 +140,10 @@ def _batch(spec: Any, samples: np.ndarray, device: torch.device,
     if device.type == "cuda" and on_device is not None:
         x: torch.Tensor = on_device(torch.from_numpy(np.ascontiguousarray(samples)).to(device))
         return x.contiguous(memory_format=fmt if fmt is not None and x.ndim == 4
-                            else _memory_format(x.ndim))
+                            else batch_layout(x.ndim))
     converted = _inputs(spec, samples)
     return _to_device(converted, device, fmt if fmt is not None and converted.ndim == 4
-                      else _memory_format(converted.ndim))
+                      else batch_layout(converted.ndim))
 
 
 #: Rows one decoding process converts at a time when decoding runs in worker processes
@@ -312,16 +312,16 @@ def predict_samples(
             _large_batches_mapped(first, step, device)
         starts = range(0, samples.shape[0], step)
         workers = loader_workers() if _decodes_files(spec, samples) else 0
-        fmt = _memory_format(4, model, device)  # for image batches; others stay contiguous
+        fmt = batch_layout(4, model, device)  # for image batches; others stay contiguous
         batches: Iterator[torch.Tensor] = (
-            (_to_device(x, device, _memory_format(x.ndim, model, device))
+            (_to_device(x, device, batch_layout(x.ndim, model, device))
              for x in _decoded_batches(spec, samples, step, workers))
             if workers and len(starts) > 0
             else (_batch(spec, samples[start : start + step], device, fmt) for start in starts)
         )
         for xb in show_progress(batches, desc="predict", unit="batch", leave=False,
                                 total=len(starts)):
-            model.to(memory_format=_memory_format(xb.ndim, model, device))
+            model.to(memory_format=batch_layout(xb.ndim, model, device))
             chunks.append(model(xb).float().cpu().numpy())
         if not chunks:  # no rows: one empty forward pass gives the right width
             empty = torch.from_numpy(np.ascontiguousarray(_inputs(spec, samples[:0])))
@@ -402,7 +402,7 @@ class ImageAdapter(ModalityAdapter):
             raise ValueError(f"train must hold as many labels as samples, at least one; got "
                              f"{x_raw.shape[0]} samples and {y_all.shape[0]} labels.")
         first = _inputs(spec, x_raw[:1])
-        fmt = _memory_format(first.ndim, model, device)
+        fmt = batch_layout(first.ndim, model, device)
         _large_batches_mapped(first, recipe.batch_size, device)
         model.to(device, memory_format=fmt)
         loader = DataLoader(
