@@ -68,7 +68,7 @@ from tasks.runtime.reproducible import (
     current_mode,
     describe_mode,
     replaced_variables,
-    reproducible_requested,
+    reproducible_by_default,
 )
 from tasks.stages.common import forget_failure_record
 from tasks.stages.download import download_task
@@ -169,7 +169,7 @@ def run_pipeline(
     distributed = is_distributed(options.workers, options.dask_address)
     # the compute mode's variables, before any task runs here or a local worker is spawned
     # (workers inherit the environment); the tasks check that their process honours them
-    reproducible = not options.fast and reproducible_requested()
+    reproducible = not options.fast and reproducible_by_default()
     apply_environment(reproducible)
     threads = resolve_threads(options.threads_per_task, options.workers,
                               reproducible=reproducible)
@@ -230,7 +230,7 @@ def _pipeline(
     last = STAGES.index(until)
     logger = get_run_logger()
     result = PipelineResult(plan=plan)
-    compute = current_mode(not options.fast and reproducible_requested())
+    compute = current_mode(not options.fast and reproducible_by_default())
     db = str(db_path().resolve())
     results = str(results_root(db=db).resolve())
     methods_list = plan_methods(plan, options.methods)

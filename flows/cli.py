@@ -182,9 +182,9 @@ def _apply_compute_mode(fast: bool) -> None:
     """The run's compute mode in this process's environment before torch computes anything
     (:func:`tasks.runtime.reproducible.apply_environment`); ``--fast`` takes back what importing
     :mod:`flows` set. A bad ``$ALSA_BENCH_REPRODUCIBLE`` is a ValueError (one line)."""
-    from tasks.runtime.reproducible import apply_environment, reproducible_requested
+    from tasks.runtime.reproducible import apply_environment, reproducible_by_default
 
-    apply_environment(not fast and reproducible_requested())
+    apply_environment(not fast and reproducible_by_default())
 
 
 def _plan_and_run(options: RunOptions, refresh_stages: Sequence[str], seed_arg: Any) -> None:

@@ -85,12 +85,18 @@ __all__ = [
     "effective_settings",
     "pinned_environment",
     "replaced_variables",
+    "reproducible_by_default",
     "reproducible_requested",
     "settings_tag",
 ]
 
 #: ``1`` (default): the reproducible mode; ``0``: let each library pick this CPU's kernels.
 MODE_ENV: Final[str] = "ALSA_BENCH_REPRODUCIBLE"
+#: The user's own ``$ALSA_BENCH_REPRODUCIBLE`` before :func:`apply_environment` first set it, as
+#: JSON (a string, or null where it was unset): a fast run sets the variable to ``0`` for the
+#: processes it starts, and a later run in the same process must still follow the user's
+#: choice, not the earlier run's (:func:`reproducible_by_default`).
+_USER_MODE_ENV: Final[str] = "ALSA_BENCH_USER_REPRODUCIBLE"
 #: The variables :func:`apply_environment` set, as JSON ``{name: the value it replaced, or
 #: null}``, so that a later call (and a child process) can tell them from values the user set,
 #: and the fast mode can give the user's values back.
@@ -231,6 +237,34 @@ def reproducible_requested(environ: Mapping[str, str] | None = None) -> bool:
                      f"kernels); got {value!r}.")
 
 
+def reproducible_by_default() -> bool:
+    """The mode a run takes when it is not told ``fast``: :func:`reproducible_requested` of the
+    user's own ``$ALSA_BENCH_REPRODUCIBLE``, as it was before :func:`apply_environment` first
+    set it in this process or its parent. A run with ``fast=True`` sets the variable to ``0``
+    for the processes it starts (a Dask worker must agree with it); the next run in the same
+    process is reproducible again unless the user asked otherwise.
+
+    Examples
+    --------
+    >>> import os
+    >>> saved = {k: os.environ.get(k) for k in (MODE_ENV, _USER_MODE_ENV)}
+    >>> os.environ[MODE_ENV], os.environ[_USER_MODE_ENV] = "0", "null"  # a fast run's doing
+    >>> reproducible_requested(), reproducible_by_default()
+    (False, True)
+    >>> for k, v in saved.items():
+    ...     _ = os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    """
+    recorded = os.environ.get(_USER_MODE_ENV)
+    if recorded is None:
+        return reproducible_requested()
+    try:
+        user = json.loads(recorded)
+    except ValueError:
+        user = None
+    env = {MODE_ENV: user} if isinstance(user, str) else {}
+    return reproducible_requested(env)
+
+
 def apply_environment(reproducible: bool | None = None) -> dict[str, tuple[str, str]]:
     """Put the mode's variables in this process's environment (inherited by its children).
 
@@ -274,6 +308,8 @@ def apply_environment(reproducible: bool | None = None) -> dict[str, tuple[str, 
             else:
                 os.environ.pop(name, None)
         ours = {}
+    if _USER_MODE_ENV not in os.environ:
+        os.environ[_USER_MODE_ENV] = json.dumps(os.environ.get(MODE_ENV))
     os.environ[MODE_ENV] = "1" if reproducible else "0"
     if ours:
         os.environ[_OURS_ENV] = json.dumps(ours, sort_keys=True)

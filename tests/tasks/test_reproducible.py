@@ -118,6 +118,28 @@ def test_apply_replaces_inherited_values_and_fast_takes_back_only_its_own(saved_
     assert os.environ["ATEN_CPU_CAPABILITY"] == "default"
 
 
+def test_a_fast_run_does_not_make_the_next_run_in_the_process_fast(saved_environ) -> None:
+    # a fast run sets ALSA_BENCH_REPRODUCIBLE=0 for the processes it starts; the next run
+    # that is not told fast follows the user's own setting, recorded before the first change
+    for name in (rep.MODE_ENV, rep._USER_MODE_ENV):
+        os.environ.pop(name, None)
+    rep.apply_environment(True)  # what importing flows does
+    rep.apply_environment(False)  # a run with fast=True
+    assert rep.reproducible_requested() is False  # what its workers read
+    assert rep.reproducible_by_default() is True  # the user never asked for fast
+    rep.apply_environment(rep.reproducible_by_default())
+    assert os.environ[rep.MODE_ENV] == "1"
+    # the user's own 0 stays the default through any number of runs
+    for name in (rep.MODE_ENV, rep._USER_MODE_ENV):
+        os.environ.pop(name, None)
+    os.environ[rep.MODE_ENV] = "0"
+    rep.apply_environment(None)
+    rep.apply_environment(True)  # one run asked for the reproducible mode explicitly
+    assert rep.reproducible_by_default() is False
+    os.environ[rep._USER_MODE_ENV] = "not json"  # unreadable: the default, reproducible
+    assert rep.reproducible_by_default() is True
+
+
 def test_mode_key_differs_between_modes_and_hosts() -> None:
     pinned, fast = rep.current_mode(True), rep.current_mode(False)
     assert pinned.reproducible and not fast.reproducible
