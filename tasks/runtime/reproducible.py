@@ -21,8 +21,8 @@ the text encoder's precision       ``ALSA_BENCH_TEXT_PRECISION``    ``fp32`` (bf
                                                                     AVX512-BF16 or AMX)
 =================================  ===============================  ========================
 
-plus, inside each stage task, torch's linear layers and convolutions computed by that pinned
-OpenBLAS (:mod:`tasks.runtime.pinned_gemm`: 2.8x faster than MKL's ``COMPATIBLE`` GEMM here),
+plus, inside each stage task, torch's linear layers computed by that pinned OpenBLAS
+(:mod:`tasks.runtime.pinned_gemm`: 2.8x faster than MKL's ``COMPATIBLE`` GEMM here),
 ``torch.use_deterministic_algorithms(True)`` (and on CUDA
 cuDNN's deterministic kernels, no autotuning, no TF32, ``CUBLAS_WORKSPACE_CONFIG=:4096:8``)
 and a fixed thread count (:data:`PINNED_THREADS`, whatever the core count: a reduction split
@@ -542,15 +542,14 @@ def deterministic_torch(*, cuda: bool = False, products: bool = True) -> Iterato
 
     * ``torch.use_deterministic_algorithms(True, warn_only=True)`` (an operation without a
       deterministic kernel warns, naming itself), without filling fresh memory with NaN;
-    * ``torch.nn.functional.linear`` and ``conv2d`` (``nn.Linear``, ``nn.Conv2d``) through
-      numpy's OpenBLAS on its pinned Haswell kernels
-      (:func:`tasks.runtime.pinned_gemm.pinned_products`: a convolution as im2col and one
-      GEMM), 2.8x faster than MKL's ``COMPATIBLE`` branch and as fixed in its order of
-      addition; ``products=False`` leaves them to torch;
-    * any other convolution through ATen's own kernels (im2col and a GEMM, which MKL's
-      ``COMPATIBLE`` branch computes alike on every CPU), not oneDNN's or NNPACK's: those pick
-      their blocking from the CPU's cache sizes (oneDNN's ``brg_blocking_t::L1/L2``), which no
-      variable pins;
+    * ``torch.nn.functional.linear`` (``nn.Linear``) through numpy's OpenBLAS on its pinned
+      Haswell kernels, in fixed one-thread row blocks
+      (:func:`tasks.runtime.pinned_gemm.pinned_products`), 2.8x faster than MKL's
+      ``COMPATIBLE`` branch and as fixed in its order of addition; ``products=False`` leaves
+      them to torch;
+    * convolutions through ATen's own kernels (im2col and a GEMM, which MKL's ``COMPATIBLE``
+      branch computes alike on every CPU), not oneDNN's or NNPACK's: those pick their blocking
+      from the CPU's cache sizes (oneDNN's ``brg_blocking_t::L1/L2``), which no variable pins;
     * with ``cuda``: cuDNN's deterministic algorithms, no autotuning (``benchmark``), no TF32
       (a GPU without TF32 computes in full float32).
 
@@ -559,7 +558,7 @@ def deterministic_torch(*, cuda: bool = False, products: bool = True) -> Iterato
     cuda : bool, default False
         Also set the CUDA switches.
     products : bool, default True
-        Send the CPU's linear layers and convolutions through the pinned OpenBLAS products.
+        Send the CPU's linear layers through the pinned OpenBLAS products.
     """
     import torch
 

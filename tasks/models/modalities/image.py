@@ -126,9 +126,9 @@ def _to_device(x: np.ndarray, device: torch.device, fmt: torch.memory_format) ->
 
 
 def _batch(spec: Any, samples: np.ndarray, device: torch.device,
-           fmt: torch.memory_format | None = None) -> torch.Tensor:
-    """One batch of model inputs on ``device``, in the layout ``fmt`` (default: channels-last
-    when it is a batch of images, :func:`batch_layout`).
+           model: nn.Module | None = None) -> torch.Tensor:
+    """One batch of model inputs on ``device``, in the layout :func:`batch_layout` gives
+    ``model`` (channels-last for images unless the network prefers otherwise).
 
     On CUDA, a dataset whose ``to_inputs`` has an ``on_device`` twin (CIFAR's
     :func:`tasks.data.datasets.cifar.cifar10_inputs`: the same float32 operations in torch, equal
@@ -139,11 +139,9 @@ def _batch(spec: Any, samples: np.ndarray, device: torch.device,
     on_device = getattr(getattr(spec, "to_inputs", None), "on_device", None)
     if device.type == "cuda" and on_device is not None:
         x: torch.Tensor = on_device(torch.from_numpy(np.ascontiguousarray(samples)).to(device))
-        return x.contiguous(memory_format=fmt if fmt is not None and x.ndim == 4
-                            else batch_layout(x.ndim))
+        return x.contiguous(memory_format=batch_layout(x.ndim, model, device))
     converted = _inputs(spec, samples)
-    return _to_device(converted, device, fmt if fmt is not None and converted.ndim == 4
-                      else batch_layout(converted.ndim))
+    return _to_device(converted, device, batch_layout(converted.ndim, model, device))
 
 
 #: Rows one decoding process converts at a time when decoding runs in worker processes
@@ -312,12 +310,12 @@ def predict_samples(
             _large_batches_mapped(first, step, device)
         starts = range(0, samples.shape[0], step)
         workers = loader_workers() if _decodes_files(spec, samples) else 0
-        fmt = batch_layout(4, model, device)  # for image batches; others stay contiguous
         batches: Iterator[torch.Tensor] = (
             (_to_device(x, device, batch_layout(x.ndim, model, device))
              for x in _decoded_batches(spec, samples, step, workers))
             if workers and len(starts) > 0
-            else (_batch(spec, samples[start : start + step], device, fmt) for start in starts)
+            else (_batch(spec, samples[start : start + step], device, model)
+                  for start in starts)
         )
         for xb in show_progress(batches, desc="predict", unit="batch", leave=False,
                                 total=len(starts)):
@@ -431,7 +429,7 @@ class ImageAdapter(ModalityAdapter):
                                 leave=False, enabled=progress)
             for idx in bar:
                 rows = idx.numpy()
-                xb = _batch(spec, x_raw[rows], device, fmt)
+                xb = _batch(spec, x_raw[rows], device, model)
                 yb = torch.from_numpy(y_all[rows]).to(device, non_blocking=device.type == "cuda")
                 optimizer.zero_grad(set_to_none=True)
                 loss = loss_fn(model(xb), yb)
