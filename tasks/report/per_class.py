@@ -43,7 +43,7 @@ def per_class_mae(con: Any, rows: pd.DataFrame) -> pd.DataFrame:
     """
     import json
 
-    from storage.logits import read_target_labels, read_target_logits
+    from storage.logits import read_run_targets
 
     cols = ["suite", "dataset", "shift_family", "method", "role", "per_class_mae_pp", "n_splits"]
     stored = con.sql(
@@ -69,18 +69,22 @@ def per_class_mae(con: Any, rows: pd.DataFrame) -> pd.DataFrame:
     picked = pd.concat(chosen, ignore_index=True)
     errors: list[float] = []
     truth_cache: dict[tuple[str, str], np.ndarray] = {}
-    for run_key, split, text in zip(picked["run_key"], picked["split"], picked["per_class_json"]):
-        key = (str(run_key), str(split))
-        if key not in truth_cache:
-            z = np.asarray(read_target_logits(con, *key))
-            y = np.asarray(read_target_labels(con, *key))
+    needed = picked[["run_key", "split"]].astype(str).drop_duplicates()
+    for run_key, splits in needed.groupby("run_key", sort=False)["split"]:
+        targets = read_run_targets(con, str(run_key), with_labels=True)  # one query a run
+        for split in splits:
+            z, y = (np.asarray(a) for a in targets[split])
             pred = (z.reshape(-1) > 0).astype(int) if z.ndim == 1 or z.shape[1] == 1 else (
                 z.argmax(axis=1))
             c = max(int(pred.max()) + 1, z.shape[1] if z.ndim == 2 else 2)
             counts = np.bincount(pred, minlength=c).astype(float)
             hits = np.bincount(pred, weights=(pred == y).astype(float), minlength=c)
             with np.errstate(invalid="ignore", divide="ignore"):
-                truth_cache[key] = np.where(counts > 0, hits / np.maximum(counts, 1.0), np.nan)
+                truth_cache[(str(run_key), split)] = np.where(counts > 0,
+                                                              hits / np.maximum(counts, 1.0),
+                                                              np.nan)
+    for run_key, split, text in zip(picked["run_key"], picked["split"], picked["per_class_json"]):
+        key = (str(run_key), str(split))
         true = truth_cache[key]
         est = np.array([np.nan if v is None else v for v in json.loads(text)["estimated"]],
                        dtype=float)

@@ -51,7 +51,8 @@ AUTO_MODEL_CLASS = "shrinkage toward the members' median"
 
 
 def calibration_table(
-    con: duckdb.DuckDBPyConnection, *, methods: Sequence[str] = CALIBRATED_METHODS
+    con: duckdb.DuckDBPyConnection, *, methods: Sequence[str] = CALIBRATED_METHODS,
+    run_keys: Sequence[str] | None = None, signals: bool = True,
 ) -> tuple[CalibrationTable, pd.DataFrame]:
     """Every target split of the database with an estimate of every one of ``methods``.
 
@@ -61,6 +62,10 @@ def calibration_table(
         Open (read-only is fine) benchmark database.
     methods : sequence of str
         Methods whose estimates a row must carry (the table keeps every method found).
+    run_keys : sequence of str, optional
+        Only these runs (:func:`~tasks.report.trust_rows.trust_rows_of`).
+    signals : bool, default True
+        False: no label-free signals (no logits read).
 
     Returns
     -------
@@ -75,7 +80,7 @@ def calibration_table(
     ValueError
         If the database holds no target split with an estimate of every method.
     """
-    return _complete(trust_rows_of(con), methods)
+    return _complete(trust_rows_of(con, run_keys=run_keys, signals=signals), methods)
 
 
 def _complete(rows: TrustRows, methods: Sequence[str]) -> tuple[CalibrationTable, pd.DataFrame]:

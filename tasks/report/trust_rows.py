@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from estimators.trust.calibration_artifact import CalibrationTable
 from estimators.trust.sealed import is_sealed
 from estimators.trust.shift_signals import PANEL, ShiftSignals
-from storage.logits import read_target_logits, read_val
+from storage.logits import read_run_targets, read_val
 
 __all__ = ["SealedRows", "TrustRows", "concept_shift_of", "read_trust_rows",
            "source_group_of", "split_development", "trust_rows_of"]
@@ -185,13 +185,16 @@ def _rectified(diagnostics: str | None) -> float:
 
 
 def _read_one(con: duckdb.DuckDBPyConnection, label: str,
-              progress: Callable[[str], None] | None) -> tuple[pd.DataFrame,
-                                                                list[dict[str, float]]]:
+              progress: Callable[[str], None] | None, run_keys: Sequence[str] | None = None,
+              signals: bool = True) -> tuple[pd.DataFrame, list[dict[str, float]]]:
+    only = "" if run_keys is None else (
+        f" AND r.run_key IN ({', '.join('?' for _ in run_keys)})" if run_keys else " AND FALSE")
     rows = con.sql(
         "SELECT r.dataset, r.backbone, r.shift_family, r.run_key, r.split, r.method, "
         "r.estimated_accuracy, r.true_accuracy, r.interval_low, r.interval_high "
-        "FROM report_rows r WHERE r.shift_family IS NOT NULL "
-        "ORDER BY r.run_key, r.split, r.method").df()
+        f"FROM report_rows r WHERE r.shift_family IS NOT NULL{only} "
+        "ORDER BY r.run_key, r.split, r.method",
+        params=[str(k) for k in run_keys or ()]).df()
     diag = con.sql("SELECT run_key, split, diagnostics_json FROM estimates "
                    "WHERE method = 'alsa-e'").df()
     if rows.empty:
@@ -204,6 +207,9 @@ def _read_one(con: duckdb.DuckDBPyConnection, label: str,
     rect = {(r.run_key, r.split): _rectified(r.diagnostics_json) for r in diag.itertuples()}
     records: list[dict[str, float]] = []
     for run_key, block in first.groupby(level=0, sort=False):
+        if not signals:  # the estimates alone: no logits read
+            records.extend({} for _ in range(len(block)))
+            continue
         if progress is not None:
             progress(f"{label}: {run_key} ({len(block)} splits)")
         val_logits, val_labels = read_val(con, str(run_key))
@@ -211,10 +217,11 @@ def _read_one(con: duckdb.DuckDBPyConnection, label: str,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             signals = ShiftSignals().fit(val_logits, val_labels)
+            targets = read_run_targets(con, str(run_key))  # one query for the run's splits
             for _, split in block.index:
                 known = {m: float(wide.loc[(run_key, split), m]) for m in PANEL
                          if m in wide.columns}
-                target = read_target_logits(con, str(run_key), str(split))
+                target = targets[str(split)][0]
                 rec = signals.transform(target, estimates=known).to_record()
                 rec["val_overconfidence"] = over
                 rec["alsa_rectified_fraction"] = rect.get((run_key, split), math.nan)
@@ -271,15 +278,29 @@ def read_trust_rows(
     return _assemble(frames, records)
 
 
-def trust_rows_of(con: duckdb.DuckDBPyConnection, label: str = "database") -> TrustRows:
+def trust_rows_of(con: duckdb.DuckDBPyConnection, label: str = "database", *,
+                  run_keys: Sequence[str] | None = None, signals: bool = True) -> TrustRows:
     """:func:`read_trust_rows` of one database already open (the report's connection).
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+    label : str, default "database"
+        The ``database`` key of the rows.
+    run_keys : sequence of str, optional
+        Only these runs (a report's own): the same rows, in the same order, as the whole
+        database's rows of these runs, without reading the other runs' logits.
+    signals : bool, default True
+        Compute the label-free signals (one pass over every target split's logits); False
+        gives the rows with their estimates, truths and keys and no signal (what deciding
+        whether a table can be measured needs).
 
     Raises
     ------
     ValueError
-        If it holds no target split with an estimate.
+        If it holds no target split with an estimate (of these runs).
     """
-    frame, records = _read_one(con, label, None)
+    frame, records = _read_one(con, label, None, run_keys, signals)
     if frame.empty:
         raise ValueError("The database holds no target split with an estimate; run the "
                          "benchmark first.")

@@ -240,6 +240,40 @@ def test_inconsistent_partition_is_reported(con, rng):
         read_target_logits(con, RUN_KEY, "clean")
 
 
+def test_read_run_targets_matches_the_per_split_readers(con, rng):
+    from storage.logits import read_run_targets
+
+    # split names whose byte order differs from the order list_splits gives (family, shift)
+    arrays = add_run(con, rng, targets=(("noise-3", 40, 0.5), ("Zoom", 30, 0.7),
+                                        ("clean", 50, 0.8), ("noise-10", 20, 0.4)))
+    add_run(con, rng, "toy.mlp.s1", seed=1)  # another run's rows are not read
+    got = read_run_targets(con, RUN_KEY, with_labels=True)
+    assert sorted(got) == ["Zoom", "clean", "noise-10", "noise-3"]
+    for split, (logits, labels) in got.items():
+        np.testing.assert_array_equal(logits, read_target_logits(con, RUN_KEY, split))
+        np.testing.assert_array_equal(labels, read_target_labels(con, RUN_KEY, split))
+        np.testing.assert_array_equal(labels, arrays[split][1])
+        assert logits.dtype == np.float32 and labels.dtype == np.int64
+    assert all(lab is None for _, lab in read_run_targets(con, RUN_KEY).values())
+    assert read_run_targets(con, "other.run.s0") == {}
+
+
+def test_read_run_targets_reports_an_inconsistent_partition(con, rng):
+    from storage.logits import read_run_targets
+
+    add_run(con, rng)
+    con.execute("DELETE FROM logits WHERE split = 'clean' AND sample_index < 3")
+    with pytest.raises(StorageError, match="has 267 target logits rows but its splits rows "
+                                           "say 270"):
+        read_run_targets(con, RUN_KEY)
+    # the same count, rows moved from one split to another: caught by the split check
+    con.execute("UPDATE splits SET n_samples = 147 WHERE split = 'clean'")
+    con.execute("UPDATE splits SET n_samples = 120 WHERE split = 'noise-3'")
+    con.execute("UPDATE logits SET split = 'clean' WHERE split = 'noise-3' AND sample_index = 0")
+    with pytest.raises(StorageError, match="another number of logits rows"):
+        read_run_targets(con, RUN_KEY)
+
+
 def test_split_info_defaults():
     info = SplitInfo("val", "val", None, None, None)
     assert info.n_samples == 0 and math.isnan(info.true_accuracy)

@@ -114,6 +114,47 @@ def test_frozen_features_are_computed_once_across_backbones_and_splits(
     assert sum(calls) == first  # another seed: everything from the cache
 
 
+def test_extract_runs_each_distinct_text_through_the_model_once(
+    tiny_text: str, state_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The extract stage's logits and features come from one forward pass per distinct text
+    (label shift and domain mixtures re-sample the clean pool: their rows are read back), and
+    the stored logits are what the adapter's own ``predict`` gives each split."""
+    import torch
+
+    from storage.results import read_logits_file
+    from tasks.data.datasets import get_dataset_spec
+    from tasks.models.backbones import get_backbone
+    from tasks.models.modalities.text import TextAdapter
+    from tasks.stages.extract import open_checkpoint
+    from tasks.stages.splits import iter_target_splits
+
+    ref = stage_dataset(tiny_text)
+    ckpt = train_classifier(ref, "minilm-ft", 0, epochs=2, progress=False)
+    seen: list[str] = []
+    real = TextAdapter._predict
+
+    def counting(self, model, spec, samples, device, batch_size):  # type: ignore[no-untyped-def]
+        seen.extend(samples)
+        return real(self, model, spec, samples, device, batch_size)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(TextAdapter, "_predict", counting)
+        logits = extract(ckpt, suite="tiny-text", db=state_home / "bench.duckdb")
+    # val 30 + clean 40 + reviews 12 + the 80 training texts (all in the feature subsample)
+    assert len(seen) == len(set(seen)) == 80 + 30 + 40 + 12
+
+    content = read_logits_file(logits.path)
+    state, meta, _, dataset_ref = open_checkpoint(ckpt)
+    model = get_backbone("minilm-ft", int(meta["n_classes"]), tuple(meta["input_shape"]))
+    model.load_state_dict(state)
+    spec = get_dataset_spec(tiny_text)
+    for split, samples, _ in iter_target_splits(dataset_ref):
+        alone = TextAdapter().predict(model, spec, samples, torch.device("cpu"), 1024)
+        stored = content.target_logits(split.name)
+        np.testing.assert_allclose(stored, alone, rtol=1e-5, atol=1e-5)
+
+
 def test_every_text_backbone_is_registered_for_text_only() -> None:
     assert set(available_backbones("text")) >= {"bow-linear", "minilm-mlp", "minilm-ft"}
     assert not set(available_backbones("text")) & set(available_backbones("image"))

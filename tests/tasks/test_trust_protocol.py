@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -160,6 +161,37 @@ def test_the_reports_open_connection_gives_the_trust_section(tmp_path) -> None:
     assert len(auto) and auto.coverage.between(0, 1).all()
     with pytest.raises(ValueError, match="one flag per row"):
         trust_tables(table, concept=np.zeros(2, bool))
+
+
+def test_a_reports_trust_rows_are_the_databases_rows_of_its_runs(tmp_path) -> None:
+    """``run_keys`` reads the same rows, signals and order as the whole database's rows of those
+    runs; ``signals=False`` the same rows without signals; no run, no row."""
+    from storage import connect
+    from tasks.report.trust_calibration import calibration_table
+    from tasks.report.trust_rows import trust_rows_of
+
+    db = tmp_path / "bench.duckdb"
+    _fill(db, RUNS[:6], np.random.default_rng(3))
+    mine = ["titanic.mlp.s0", "fmnist.mlp.s0", "arrests.mlp.s0"]
+    with connect(db) as con:
+        whole = trust_rows_of(con)
+        part = trust_rows_of(con, run_keys=mine)
+        bare = trust_rows_of(con, run_keys=mine, signals=False)
+        table, keys = calibration_table(con, run_keys=mine)
+        with pytest.raises(ValueError, match="no target split with an estimate"):
+            trust_rows_of(con, run_keys=[])
+    expected = whole.subset(whole.keys.run_key.isin(mine).to_numpy())
+    pd.testing.assert_frame_equal(part.keys, expected.keys)
+    assert part.table.signals and set(part.table.signals) == set(expected.table.signals)
+    for name, values in expected.table.signals.items():
+        np.testing.assert_array_equal(part.table.signals[name], values)
+    for name, values in expected.table.estimates.items():
+        np.testing.assert_array_equal(part.table.estimates[name], values)
+    np.testing.assert_array_equal(part.table.truth, expected.table.truth)
+    pd.testing.assert_frame_equal(bare.keys, expected.keys)
+    assert bare.table.signals == {}
+    np.testing.assert_array_equal(bare.table.truth, expected.table.truth)
+    assert set(keys.run_key) == set(mine) and len(table) == len(keys)
 
 
 def test_band_table_and_learning_curve_score_only_fits_on_development_groups(two_dbs) -> None:

@@ -10,8 +10,11 @@ Recipe
 Cross-entropy, AdamW over the parameters that require gradients, learning rate, weight decay,
 batch size and epochs from the backbone's :class:`~tasks.models.backbones.BackboneSpec`, one-cycle
 schedule (15 % warm-up, cosine decay to zero), as the image adapter. The batch order of every
-epoch is a permutation drawn from ``numpy.random.default_rng([seed, epoch])``. Validation is not
-looked at during training. Prediction runs in eval mode, 256 texts per batch; features padded
+epoch is a permutation drawn from ``numpy.random.default_rng([seed, epoch])``; where batches are
+padded to their longest text (the token states of ``minilm-ft``), the permutation is then grouped
+by length as ``transformers``' ``group_by_length`` does (:func:`grouped_by_length`: groups of 50
+batches, each sorted longest first), so a batch pads to about its own length instead of twice
+it. Validation is not looked at during training. Prediction runs in eval mode, 256 texts per batch; features padded
 per batch (token states) go in length order, so short snippets are not padded to a review's
 length, and the logits are put back in the split's order.
 
@@ -36,11 +39,35 @@ from tasks.models.modalities.base import FitReport, ModalityAdapter
 from tasks.runtime.progress import progress as show_progress
 from tasks.data.texts import as_texts, take_texts, text_key
 
-__all__ = ["ADAPTER", "TextAdapter"]
+__all__ = ["ADAPTER", "TextAdapter", "grouped_by_length"]
 
 logger = logging.getLogger("tasks.stages.train")
 
 _EVAL_BATCH: Final[int] = 256
+#: Batches per length group in training (``transformers``' ``LengthGroupedSampler`` uses 50).
+LENGTH_GROUP_BATCHES: Final[int] = 50
+
+
+def grouped_by_length(order: np.ndarray, lengths: np.ndarray, batch_size: int,
+                      group_batches: int = LENGTH_GROUP_BATCHES) -> np.ndarray:
+    """An epoch's permutation grouped by length, as ``transformers``' ``LengthGroupedSampler``.
+
+    ``order`` is cut into consecutive groups of ``group_batches * batch_size`` rows; each group is
+    sorted by ``lengths``, longest first (ties in ``order``'s order); the batches are then cut
+    from the result as before. Every row still comes once an epoch and the groups stay random,
+    while a batch holds texts of similar length: on ``rt-reviews``' training texts (27 tokens
+    on average, 67 at most), batches of 32 pad to 1.94 times the tokens they hold in plain random
+    order, and to 1.03 grouped.
+
+    Examples
+    --------
+    >>> grouped_by_length(np.array([0, 1, 2, 3, 4]), np.array([1, 5, 3, 2, 4]), 1, 2).tolist()
+    [1, 0, 2, 3, 4]
+    """
+    size = max(1, int(group_batches) * int(batch_size))
+    groups = [order[i:i + size] for i in range(0, len(order), size)]
+    return np.concatenate([g[np.argsort(-lengths[g], kind="stable")] for g in groups]) \
+        if groups else order
 
 
 def _featurize(model: nn.Module, texts: Any, device: torch.device, where: str) -> Any:
@@ -97,10 +124,13 @@ class TextAdapter(ModalityAdapter):
         )
         loss_fn = nn.CrossEntropyLoss()
         last_loss = float("nan")
+        lengths = features.lengths()
         for epoch in show_progress(range(epochs), desc=f"train {key}", unit="epoch",
                                    enabled=progress):
             model.train()
             order = np.random.default_rng([seed, epoch]).permutation(n)
+            if lengths is not None:  # padded batches: group by length
+                order = grouped_by_length(order, lengths, recipe.batch_size)
             running, seen = 0.0, 0
             starts = range(0, n, recipe.batch_size)
             bar = show_progress(starts, desc=f"epoch {epoch + 1}/{epochs}", unit="batch",
