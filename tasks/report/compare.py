@@ -349,6 +349,7 @@ def _run_table(own: Reference, ref: Reference, joined: pd.DataFrame) -> pd.DataF
                            joined["backbone"].astype(str) + ".s" + joined["seed"].astype(str))
     own_runs = {str(r["run_key"]): r for _, r in own.runs.iterrows()}
     ref_runs = {str(r["run_key"]): r for _, r in ref.runs.iterrows()}
+    pooling = pooled_methods()
     out = []
     for key, sub in joined.groupby("run_key", sort=True):
         diff = (sub["mae_own"] - sub["mae_ref"]).abs()
@@ -359,6 +360,12 @@ def _run_table(own: Reference, ref: Reference, joined: pd.DataFrame) -> pd.DataF
         same_model = ck_a is not None and ck_a == ck_b
         if not moved and (same_model or ck_a is None or ck_b is None):
             status, reason = "identical", ""
+        elif same_model and all(m in pooling for m in moved):
+            # these read the other seeds' models too: another seed's model, or a missing seed,
+            # moves them on an identical run
+            status, reason = "same model", (f"only methods that pool the seeds' models moved "
+                                            f"({', '.join(sorted(moved))}): they read the other "
+                                            f"seeds' models, which differ or are missing here")
         elif same_model:
             status, reason = "same model", "the estimators' fit moved: " + why_runs_differ(a, b)
         elif ck_a is not None and ck_b is not None:

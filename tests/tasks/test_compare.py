@@ -334,3 +334,24 @@ def test_only_seed_pooling_cells_moved_is_the_same_numbers() -> None:
     result = compare(own, ref)
     assert result.verdict.startswith("the same numbers: all 5 judged cells equal to the digit")
     assert "1 cells of methods that pool the seeds' models not judged (aline-d)" in result.verdict
+
+
+def test_a_run_whose_seed_pooling_methods_alone_moved_is_not_blamed_on_the_estimators() -> None:
+    # a one-seed run against a three-seed page: the same checkpoint, ALine without peers
+    import pandas as pd
+
+    from tasks.report.compare import _run_table
+
+    runs = pd.DataFrame([{"run_key": "d0.mlp.s0", "checkpoint_sha256": "ab" * 32}])
+    side = Reference("toy", "database", pd.DataFrame(), pd.DataFrame(), runs, (0,))
+    joined = pd.DataFrame([("d0", "mlp", 0, "aline-d", 14.0, 3.0),
+                           ("d0", "mlp", 0, "ac", 5.0, 5.0)],
+                          columns=["dataset", "backbone", "seed", "method", "mae_own", "mae_ref"])
+    row = _run_table(side, side, joined).iloc[0]
+    assert row["status"] == "same model" and row["methods"] == ["aline-d"]
+    assert row["reason"].startswith("only methods that pool the seeds' models moved (aline-d)")
+    assert "not explained by the host" not in row["reason"]
+    # a non-pooling method moving on the same model is still the estimators' fit
+    joined.loc[1, "mae_own"] = 5.5
+    row = _run_table(side, side, joined).iloc[0]
+    assert row["reason"].startswith("the estimators' fit moved: ")
