@@ -19,11 +19,11 @@ torch-geometric's ``Linear``) computes its forward and backward products through
 (:func:`linear`); ``benchmarks/bench_reproducible.py`` measures what it gains (``pinned``
 against ``pinned-aten``, the mode with MKL's products).
 
-Convolutions stay on ATen's own kernels (im2col and MKL's ``COMPATIBLE`` GEMM, one image at a
-time). The same im2col computed as one OpenBLAS product over the batch was tried and gave
-nothing: the ResNet's training 1.64 s against 1.60 s (40 steps; the fast mode's oneDNN: 0.43
-s), its products being tall and thin (25,088 x 144 x 16), where oneDNN's direct AVX-512
-convolutions are far ahead of any GEMM.
+Convolutions: where no gradient is wanted, :mod:`tasks.runtime.pinned_conv` computes them on the
+same library (im2col of a few images, one product per chunk: 3-4x faster than ATen's kernel);
+in training they stay on ATen's own kernel (im2col and MKL's ``COMPATIBLE`` GEMM, one image at
+a time). The same im2col computed as one OpenBLAS product over the whole batch gave nothing
+in training: the ResNet's 1.64 s against 1.60 s (40 steps; the fast mode's oneDNN: 0.43 s).
 
 Anything but float32 or float64 CPU tensors of one dtype goes to torch's own function,
 unchanged: the mode still pins it through MKL's ``COMPATIBLE`` branch.
@@ -32,7 +32,7 @@ unchanged: the mode still pins it through MKL's ``COMPATIBLE`` branch.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import lru_cache
@@ -43,8 +43,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["PARTS", "linear", "matmul", "numpy_openblas", "pinned_products",
-           "products_available"]
+__all__ = ["PARTS", "linear", "matmul", "numpy_openblas", "one_thread_blocks",
+           "pinned_products", "products_available"]
 
 #: The dtypes OpenBLAS computes (sgemm, dgemm); every other dtype keeps torch's function.
 _DTYPES: Final[frozenset[torch.dtype]] = frozenset({torch.float32, torch.float64})
@@ -131,6 +131,29 @@ def _row_bounds(rows: int) -> list[int]:
     return [min(rows, i * step) for i in range(PARTS)] + [rows]
 
 
+def one_thread_blocks(block: Callable[[int], None], count: int, *, parallel: bool) -> None:
+    """``block(i)`` for ``i < count``, with numpy's OpenBLAS on **one** thread in each call
+    (set, and given back after, so numpy's products elsewhere keep their threads).
+
+    The blocks run side by side on two threads where ``parallel`` holds and torch has two
+    threads or more, else one after the other: which one is not part of the bits, since each
+    block is one call on one OpenBLAS thread either way.
+    """
+    blas = numpy_openblas()
+    before = blas.num_threads if blas is not None else None
+    if blas is not None and before != 1:
+        blas.set_num_threads(1)
+    try:
+        if count > 1 and parallel and torch.get_num_threads() > 1:
+            list(_pool().map(block, range(count)))
+        else:
+            for i in range(count):
+                block(i)
+    finally:
+        if blas is not None and before != 1:
+            blas.set_num_threads(before)
+
+
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a @ b`` of two 2-D CPU tensors, computed by numpy's OpenBLAS (no autograd).
 
@@ -155,25 +178,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     x, y = _np(a), _np(b)
     out = np.empty((x.shape[0], y.shape[1]), dtype=np.result_type(x, y))
     bounds = _row_bounds(x.shape[0])
-    blocks = range(len(bounds) - 1)
 
     def block(i: int) -> None:
         np.matmul(x[bounds[i]:bounds[i + 1]], y, out=out[bounds[i]:bounds[i + 1]])
 
-    blas = numpy_openblas()
-    before = blas.num_threads if blas is not None else None
-    if blas is not None and before != 1:
-        blas.set_num_threads(1)
-    try:
-        macs = x.shape[0] * x.shape[1] * y.shape[1]
-        if len(blocks) > 1 and macs >= _PARALLEL_MACS and torch.get_num_threads() > 1:
-            list(_pool().map(block, blocks))
-        else:
-            for i in blocks:
-                block(i)
-    finally:
-        if blas is not None and before != 1:
-            blas.set_num_threads(before)
+    one_thread_blocks(block, len(bounds) - 1,
+                      parallel=x.shape[0] * x.shape[1] * y.shape[1] >= _PARALLEL_MACS)
     return torch.from_numpy(out)
 
 

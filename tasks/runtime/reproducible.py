@@ -21,8 +21,10 @@ the text encoder's precision       ``ALSA_BENCH_TEXT_PRECISION``    ``fp32`` (bf
                                                                     AVX512-BF16 or AMX)
 =================================  ===============================  ========================
 
-plus, inside each stage task, torch's linear layers computed by that pinned OpenBLAS
-(:mod:`tasks.runtime.pinned_gemm`: 2.8x faster than MKL's ``COMPATIBLE`` GEMM here),
+plus, inside each stage task, torch's linear layers and 2-D convolutions computed by that
+pinned OpenBLAS (:mod:`tasks.runtime.pinned_gemm`: 2.8x faster than MKL's ``COMPATIBLE`` GEMM
+here; :mod:`tasks.runtime.pinned_conv`: im2col of a few images, then one product, 3-4x faster
+than ATen's own convolution),
 ``torch.use_deterministic_algorithms(True)`` (and on CUDA
 cuDNN's deterministic kernels, no autotuning, no TF32, ``CUBLAS_WORKSPACE_CONFIG=:4096:8``)
 and a fixed thread count (:data:`PINNED_THREADS`, whatever the core count: a reduction split
@@ -436,7 +438,8 @@ def effective_settings() -> dict[str, Any]:
         (torch), ``onednn_max_cpu_isa`` (the variable oneDNN read; oneDNN has no query),
         ``mkl_cbwr`` (MKL's own answer), ``mkl_dynamic``, ``openblas_cores`` (threadpoolctl),
         ``numpy_disabled`` (the variable), ``deterministic_algorithms``, ``convolutions``
-        (``aten``, or ``onednn/nnpack`` where torch may use them), ``linear_products``
+        (``openblas-patches`` inside a reproducible task: :mod:`tasks.runtime.pinned_conv`;
+        ``aten``; or ``onednn/nnpack`` where torch may use them), ``linear_products``
         (``openblas-blocks`` inside a reproducible task: :mod:`tasks.runtime.pinned_gemm`;
         else ``torch``), ``threads`` (torch),
         ``text_precision``, ``torch``, ``numpy``, ``machine``.
@@ -453,8 +456,7 @@ def effective_settings() -> dict[str, Any]:
         "openblas_cores": _openblas_cores(),
         "numpy_disabled": os.environ.get("NPY_DISABLE_CPU_FEATURES", ""),
         "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
-        "convolutions": ("aten" if not (torch.backends.mkldnn.enabled
-                                        or torch._C._get_nnpack_enabled()) else "onednn/nnpack"),
+        "convolutions": _convolutions(),
         "linear_products": ("openblas-blocks" if torch.nn.functional.linear.__module__
                             == "tasks.runtime.pinned_gemm" else "torch"),
         "threads": int(torch.get_num_threads()),
@@ -463,6 +465,19 @@ def effective_settings() -> dict[str, Any]:
         "numpy": str(np.__version__),
         "machine": platform.machine(),
     }
+
+
+def _convolutions() -> str:
+    """Who computes this process's convolutions: ``openblas-patches``
+    (:mod:`tasks.runtime.pinned_conv`), ``aten`` (ATen's own kernel), or ``onednn/nnpack``
+    (where torch may pick them)."""
+    import torch
+
+    if torch.nn.functional.conv2d.__module__ == "tasks.runtime.pinned_conv":
+        return "openblas-patches"
+    if not (torch.backends.mkldnn.enabled or torch._C._get_nnpack_enabled()):
+        return "aten"
+    return "onednn/nnpack"
 
 
 def _mismatches(mode: ComputeMode) -> list[str]:
@@ -547,9 +562,12 @@ def deterministic_torch(*, cuda: bool = False, products: bool = True) -> Iterato
       (:func:`tasks.runtime.pinned_gemm.pinned_products`), 2.8x faster than MKL's
       ``COMPATIBLE`` branch and as fixed in its order of addition; ``products=False`` leaves
       them to torch;
-    * convolutions through ATen's own kernels (im2col and a GEMM, which MKL's ``COMPATIBLE``
-      branch computes alike on every CPU), not oneDNN's or NNPACK's: those pick their blocking
-      from the CPU's cache sizes (oneDNN's ``brg_blocking_t::L1/L2``), which no variable pins;
+    * 2-D convolutions (``nn.Conv2d``) as im2col of a few images at a time and one product on
+      that pinned OpenBLAS (:func:`tasks.runtime.pinned_conv.pinned_convolutions`; with
+      ``products``), and every convolution it does not compute through ATen's own kernel
+      (im2col and a GEMM, which MKL's ``COMPATIBLE`` branch computes alike on every CPU), not
+      oneDNN's or NNPACK's: those pick their blocking from the CPU's cache sizes (oneDNN's
+      ``brg_blocking_t::L1/L2``), which no variable pins;
     * with ``cuda``: cuDNN's deterministic algorithms, no autotuning (``benchmark``), no TF32
       (a GPU without TF32 computes in full float32).
 
@@ -558,10 +576,12 @@ def deterministic_torch(*, cuda: bool = False, products: bool = True) -> Iterato
     cuda : bool, default False
         Also set the CUDA switches.
     products : bool, default True
-        Send the CPU's linear layers through the pinned OpenBLAS products.
+        Send the CPU's linear layers and 2-D convolutions through the pinned OpenBLAS
+        products.
     """
     import torch
 
+    from tasks.runtime.pinned_conv import pinned_convolutions
     from tasks.runtime.pinned_gemm import pinned_products
 
     import torch.utils.deterministic
@@ -588,7 +608,7 @@ def deterministic_torch(*, cuda: bool = False, products: bool = True) -> Iterato
     torch._C._set_nnpack_enabled(False)
     try:
         if products:
-            with pinned_products():
+            with pinned_products(), pinned_convolutions():
                 yield
         else:
             yield

@@ -265,7 +265,10 @@ def test_compute_mode_sets_the_torch_switches_and_restores_them() -> None:
             # convolutions through ATen's own kernels, not oneDNN's cache-sized blocking
             assert not torch.backends.mkldnn.enabled and not torch._C._get_nnpack_enabled()
             assert torch.utils.deterministic.fill_uninitialized_memory is False
-            assert rep.effective_settings()["convolutions"] == "aten"
+            from tasks.runtime.pinned_gemm import products_available
+
+            assert rep.effective_settings()["convolutions"] == (
+                "openblas-patches" if products_available() else "aten")
     after = (torch.are_deterministic_algorithms_enabled(), torch.backends.mkldnn.enabled,
              torch._C._get_nnpack_enabled(), torch.utils.deterministic.fill_uninitialized_memory)
     assert after == before
@@ -276,8 +279,9 @@ def test_compute_mode_sets_the_torch_switches_and_restores_them() -> None:
 
 @needs_avx2
 def test_convolutions_give_the_same_bits_through_aten_whatever_onednn_would_pick() -> None:
-    # the reproducible mode runs convolutions on ATen's kernels: what oneDNN's ISA (and its
-    # cache-sized blocking) would pick no longer matters
+    # the reproducible mode runs convolutions on ATen's kernels (training) and on the pinned
+    # OpenBLAS (inference): what oneDNN's ISA (and its cache-sized blocking) would pick no
+    # longer matters
     script = """
 import hashlib, torch
 from tasks.runtime.reproducible import deterministic_torch
@@ -287,7 +291,9 @@ x = torch.randn(32, 3, 28, 28).contiguous(memory_format=torch.channels_last)
 with deterministic_torch():
     out = conv(x)
     out.square().sum().backward()
-data = out.detach().numpy().tobytes() + conv.weight.grad.numpy().tobytes()
+    with torch.inference_mode():  # the extract stage's path: tasks/runtime/pinned_conv.py
+        infer = conv(x)
+data = out.detach().numpy().tobytes() + conv.weight.grad.numpy().tobytes() + infer.numpy().tobytes()
 print(hashlib.sha256(data).hexdigest())
 """
     digests = set()
