@@ -138,6 +138,7 @@ sys.stdin.readline()
 
 
 @pytest.mark.flow
+@pytest.mark.reliability
 def test_a_server_dies_with_its_parent_even_on_sigkill(tmp_path) -> None:
     parent = subprocess.Popen(
         [sys.executable, "-c", _PARENT], cwd=ROOT,
@@ -161,6 +162,7 @@ def test_a_server_dies_with_its_parent_even_on_sigkill(tmp_path) -> None:
 
 
 @pytest.mark.flow
+@pytest.mark.reliability
 def test_two_servers_get_two_ports_and_each_answers_on_its_own(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
     first = start_server()
@@ -180,6 +182,7 @@ def test_two_servers_get_two_ports_and_each_answers_on_its_own(tmp_path, monkeyp
 
 
 @pytest.mark.flow
+@pytest.mark.reliability
 def test_a_server_waits_for_the_start_lock_of_its_prefect_home(tmp_path, monkeypatch) -> None:
     """Two servers migrating one fresh SQLite file together race in Alembic (CI saw
     ``NoSuchTableError: block``); the start lock makes the second wait for the first."""
@@ -238,6 +241,7 @@ def test_a_configured_api_url_is_used_and_no_server_started() -> None:
 
 # ------------------------------------------------------------------------------ alsa-bench run
 @pytest.mark.flow
+@pytest.mark.reliability
 def test_kill_9_of_a_run_takes_its_prefect_server_with_it(tmp_path, runs) -> None:
     """The issue's orphan: ``kill -9`` of the run process alone (not its group) used to leave
     uvicorn running with parent 1; now the server goes within seconds."""
