@@ -31,7 +31,7 @@ help:
 	@echo "make bench   - install what is missing, run the default benchmark (offline), compare with docs/BENCHMARK.md"
 	@echo "make test    - install what is missing, run the tests"
 	@echo "make bench-estimators - speed benchmark of every estimator (docs/PERFORMANCE.md)"
-	@echo "make test-reliability - SIGKILL at every stage boundary, then rerun; schedules, a worker run and two concurrent runs on real Prefect servers; a scheduled monitor deployment and its webhook alert (about 8 min)"
+	@echo "make test-reliability - SIGKILL at every stage boundary, then rerun; schedules, a worker run and two concurrent runs on real Prefect servers; a scheduled monitor deployment and its webhook alert, the Prefect server's lifecycle (about 4 min)"
 	@echo "make clean-state      - delete .alsa-bench/ (DuckDB, checkpoints, Prefect cache, reports)"
 
 $(BIN)/python:
