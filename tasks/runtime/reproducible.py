@@ -21,10 +21,10 @@ the text encoder's precision       ``ALSA_BENCH_TEXT_PRECISION``    ``fp32`` (bf
                                                                     AVX512-BF16 or AMX)
 =================================  ===============================  ========================
 
-plus, inside each stage task, torch's linear layers and 2-D convolutions computed by that
-pinned OpenBLAS (:mod:`tasks.runtime.pinned_gemm`: 2.8x faster than MKL's ``COMPATIBLE`` GEMM
-here; :mod:`tasks.runtime.pinned_conv`: im2col of a few images, then one product, 3-4x faster
-than ATen's own convolution),
+plus, inside each stage task, torch's linear layers and the 2-D convolutions that want no
+gradient computed by that pinned OpenBLAS (:mod:`tasks.runtime.pinned_gemm`: 2.8x faster than
+MKL's ``COMPATIBLE`` GEMM here; :mod:`tasks.runtime.pinned_conv`: im2col of a few images, then
+one product, 2.4-3.7x faster than ATen's own convolution, which training keeps),
 ``torch.use_deterministic_algorithms(True)`` (and on CUDA
 cuDNN's deterministic kernels, no autotuning, no TF32, ``CUBLAS_WORKSPACE_CONFIG=:4096:8``)
 and a fixed thread count (:data:`PINNED_THREADS`, whatever the core count: a reduction split
@@ -562,8 +562,8 @@ def deterministic_torch(*, cuda: bool = False, products: bool = True) -> Iterato
       (:func:`tasks.runtime.pinned_gemm.pinned_products`), 2.8x faster than MKL's
       ``COMPATIBLE`` branch and as fixed in its order of addition; ``products=False`` leaves
       them to torch;
-    * 2-D convolutions (``nn.Conv2d``) as im2col of a few images at a time and one product on
-      that pinned OpenBLAS (:func:`tasks.runtime.pinned_conv.pinned_convolutions`; with
+    * 2-D convolutions (``nn.Conv2d``) that want no gradient as im2col of a few images at a
+      time and one product on that pinned OpenBLAS (:func:`tasks.runtime.pinned_conv.pinned_convolutions`; with
       ``products``), and every convolution it does not compute through ATen's own kernel
       (im2col and a GEMM, which MKL's ``COMPATIBLE`` branch computes alike on every CPU), not
       oneDNN's or NNPACK's: those pick their blocking from the CPU's cache sizes (oneDNN's
