@@ -140,9 +140,8 @@ def _convolve(padded: np.ndarray, columns: np.ndarray, kernel: tuple[int, int],
     as its columns ``(k_h k_w c, o)``: ``(n, o, h_out, w_out)`` in channels-last storage,
     chunk by chunk (the module docstring)."""
     geo = _Geometry(padded, (columns.shape[1], padded.shape[3], *kernel), stride)
-    out = torch.empty((geo.n, geo.ho, geo.wo, geo.o), dtype=torch.from_numpy(padded[:0]).dtype)
-    rows = out.numpy()
-    rows.shape = (geo.n * geo.ho * geo.wo, geo.o)  # a view, never a copy (numpy raises else)
+    nhwc = np.empty((geo.n, geo.ho, geo.wo, geo.o), dtype=padded.dtype)
+    rows = nhwc.reshape(geo.n * geo.ho * geo.wo, geo.o)  # a view: nhwc is C-contiguous
     per_image = geo.ho * geo.wo
 
     def chunk(i: int) -> None:
@@ -150,7 +149,7 @@ def _convolve(padded: np.ndarray, columns: np.ndarray, kernel: tuple[int, int],
         np.matmul(geo.patches(padded, a, z), columns, out=rows[a * per_image:z * per_image])
 
     one_thread_blocks(chunk, len(geo.bounds) - 1, parallel=geo.macs >= _PARALLEL_MACS)
-    return out.permute(0, 3, 1, 2)
+    return torch.from_numpy(nhwc).permute(0, 3, 1, 2)
 
 
 def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
@@ -201,8 +200,9 @@ def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
             or (torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad
                                              or (bias is not None and bias.requires_grad)))):
         return _TORCH_CONV2D(input, weight, bias, stride, padding, dilation, groups)
-    out = _convolve(_padded(input, padding_pair).numpy(), _kernel_columns(weight),
-                    tuple(weight.shape[2:]), stride_pair)
+    kernel = (int(weight.shape[2]), int(weight.shape[3]))
+    out = _convolve(_padded(input, padding_pair).numpy(), _kernel_columns(weight), kernel,
+                    stride_pair)
     if bias is not None:
         out.permute(0, 2, 3, 1).add_(bias.detach())
     return out
@@ -223,7 +223,7 @@ def pinned_convolutions() -> Iterator[None]:
         yield
         return
     saved = F.conv2d
-    F.conv2d = conv2d
+    F.conv2d = conv2d  # type: ignore[assignment]
     try:
         yield
     finally:

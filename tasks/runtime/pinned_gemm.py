@@ -20,7 +20,7 @@ torch-geometric's ``Linear``) computes its forward and backward products through
 against ``pinned-aten``, the mode with MKL's products).
 
 Convolutions: where no gradient is wanted, :mod:`tasks.runtime.pinned_conv` computes them on the
-same library (im2col of a few images, one product per chunk: 3-4x faster than ATen's kernel);
+same library (im2col of a few images, one product per chunk: 2.4-3.7x faster than ATen's kernel);
 in training they stay on ATen's own kernel (im2col and MKL's ``COMPATIBLE`` GEMM, one image at
 a time). The same im2col computed as one OpenBLAS product over the whole batch gave nothing
 in training: the ResNet's 1.64 s against 1.60 s (40 steps; the fast mode's oneDNN: 0.43 s).

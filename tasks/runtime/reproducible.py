@@ -563,8 +563,9 @@ def deterministic_torch(*, cuda: bool = False, products: bool = True) -> Iterato
       ``COMPATIBLE`` branch and as fixed in its order of addition; ``products=False`` leaves
       them to torch;
     * 2-D convolutions (``nn.Conv2d``) that want no gradient as im2col of a few images at a
-      time and one product on that pinned OpenBLAS (:func:`tasks.runtime.pinned_conv.pinned_convolutions`; with
-      ``products``), and every convolution it does not compute through ATen's own kernel
+      time and one product on that pinned OpenBLAS
+      (:func:`tasks.runtime.pinned_conv.pinned_convolutions`; with ``products``), and every
+      convolution it does not compute through ATen's own kernel
       (im2col and a GEMM, which MKL's ``COMPATIBLE`` branch computes alike on every CPU), not
       oneDNN's or NNPACK's: those pick their blocking from the CPU's cache sizes (oneDNN's
       ``brg_blocking_t::L1/L2``), which no variable pins;
