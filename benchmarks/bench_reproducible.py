@@ -51,7 +51,7 @@ if str(ROOT) not in sys.path:
 #: Named configurations: environment variables set in the worker process (``None``: removed),
 #: and whether torch's deterministic algorithms are on. ``host`` is what this CPU picks alone.
 _ALL_VARS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR", "OPENBLAS_CORETYPE",
-             "NPY_DISABLE_CPU_FEATURES", "ALSA_BENCH_TEXT_PRECISION")
+             "NPY_DISABLE_CPU_FEATURES", "ALSA_BENCH_TEXT_PRECISION", "MKL_ENABLE_INSTRUCTIONS")
 
 
 def _configs() -> dict[str, tuple[dict[str, str], bool, bool]]:
@@ -82,6 +82,13 @@ def _configs() -> dict[str, tuple[dict[str, str], bool, bool]]:
                        False, False),
         "text-fp32": ({"ALSA_BENCH_TEXT_PRECISION": "fp32"}, False, False),
         "text-bf16": ({"ALSA_BENCH_TEXT_PRECISION": "bf16"}, False, False),
+        # the fast mode as an AVX2 CPU without AVX-512 runs it: each library's own kernels at
+        # that ISA (ATen, oneDNN, MKL, OpenBLAS, numpy), the text encoder in float32 (no
+        # AVX512-BF16); what is left of the mode's cost against this is the pins' own
+        "host-avx2": ({"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                       "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell",
+                       "NPY_DISABLE_CPU_FEATURES": pinned.get("NPY_DISABLE_CPU_FEATURES", ""),
+                       "ALSA_BENCH_TEXT_PRECISION": "fp32"}, False, False),
         "deterministic": ({}, True, False),
         "threads-1": ({"ALSA_BENCH_BENCH_THREADS": "1"}, False, False),
     }

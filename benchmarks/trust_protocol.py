@@ -13,6 +13,8 @@ writes to ``--out``:
   validation group-mean MAE (all rows) is the one chosen, recorded in ``choice.json``;
 * ``learning_curve.csv``: each learned class's sealed MAE fit on 5/10/20/all development groups;
 * ``bands.csv``: coverage and width of each band form and method, validation beside sealed;
+* ``ceilings.csv``: what the goals ask against what the labels allow (each group's best method,
+  the narrowest band per group set with the labels), validation beside sealed;
 * ``dis2.csv``: the Dis² lower bound beside the conformal band's low end on sealed splits;
 * ``--appendix`` (``docs/benchmark-trust-protocol.md``): the same as markdown, with the goals
   met or missed; ``alsa-bench report --to-docs`` appends it to docs/BENCHMARK.md.
@@ -39,7 +41,7 @@ from estimators.trust.dis2 import dis2_lower_bound  # noqa: E402
 from estimators.trust.sealed import SALT, is_sealed  # noqa: E402
 from storage.logits import read_target_logits, read_val  # noqa: E402
 from tasks.report.trust_protocol import (  # noqa: E402
-    BASE, MEMBERS, MODEL_CLASSES, band_table, fit_model, grouped_cv, learning_curve,
+    BASE, MEMBERS, MODEL_CLASSES, band_table, ceilings, fit_model, grouped_cv, learning_curve,
     model_table,
 )
 from tasks.report.trust_rows import (  # noqa: E402
@@ -91,6 +93,29 @@ def _dis2_verdict(dis2: pd.DataFrame) -> str:
                + ("misses more often than its delta allows" if holds < 0.99 else "")
                + (" and " if holds < 0.99 and slack >= conf else "")
                + ("is looser than the conformal low end" if slack >= conf else "") + ")."))
+
+
+def _ceiling_verdict(limits: pd.DataFrame) -> str:
+    """What the ceilings say of the two missed goals, on the sealed groups (all rows)."""
+    sealed = limits[(limits.side == "sealed") & (limits.rows == "all rows")].iloc[0]
+    dev = limits[(limits.side == "validation") & (limits.rows == "all rows")].iloc[0]
+    head_col = "a per-group selector's headroom (pp)"
+    sym = next(c for c in limits.columns if c.startswith("symmetric band"))
+    short = next(c for c in limits.columns if c.startswith("shortest band"))
+    head = float(sealed[head_col])
+    selection = (
+        f"On the sealed groups a selector told each group's best method would sit {head:.2f} "
+        f"pp below the best single method ({float(dev[head_col]):.2f} pp on the development "
+        f"groups), so 0.5 pp asks a label-free model for {0.5 / head:.0%} of what picking "
+        f"with the labels gains." if head > 0 else
+        "On the sealed groups no member beats the best single method in any group.")
+    band = (
+        f"A symmetric band with one width per group, that width set from the group's own "
+        f"errors, needs {float(sealed[sym]):.2f}x auto's MAE to cover 85 % of every group "
+        f"({float(dev[sym]):.2f}x on the development groups); a band that also knows each "
+        f"group's bias needs {float(sealed[short]):.2f}x. A label-free band at most 4x wide "
+        f"must therefore vary its width within a group, from each split's own signals.")
+    return f"{selection} {band}"
 
 
 def _breadth(curve: pd.DataFrame) -> str:
@@ -192,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     print(headline.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(sweep.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     no_band = [m for m, (d, s) in band_estimates.items() if m not in set(bands.method)]
+    limits = ceilings(dev, sealed, band_estimates["auto"])
+    limits.to_csv(out / "ceilings.csv", index=False)
+    print(limits.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 
     # Dis² beside the conformal band's low end (auto's one band form), sealed splits
     keys = sealed.inputs.keys
@@ -273,6 +301,17 @@ def main(argv: list[str] | None = None) -> int:
         f"the tables show the figures with and without them.",
         "",
         "### Goals, on the sealed groups", "", *goals, "",
+        "### What the goals ask against what the labels allow", "",
+        "Each figure is computed **with the labels** (none is an estimator, and no choice is "
+        "made on them): the best a model of that kind could do on these groups. `each "
+        "group's best method`: a selector that picks one member per group, told which one "
+        "wins; `a per-group selector's headroom`: how far below the best single method that "
+        "oracle sits (the goal asks a label-free `auto` for 0.5 pp of it). `symmetric band "
+        "per group`: the narrowest band `auto +/- h` that covers 85 % of a group's splits, one "
+        "half-width `h` per group set from that group's own errors; `shortest band per "
+        "group`: the shortest interval that does, which also knows the group's bias. Widths "
+        "are over `auto`'s MAE, as in the goal (at most 4).", "",
+        _md(limits), "", _ceiling_verdict(limits), "",
         "### auto: model classes (group-mean MAE, pp)", "",
         "`within 1 pp`: share of groups where the model is within 1 pp of the group's best "
         "single method (chosen per group with the labels); `vs best single`: the model's "

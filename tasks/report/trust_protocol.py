@@ -30,7 +30,7 @@ from estimators.trust.shift_band import BandModel, fit_band
 from estimators.trust.stacking import fit_stack
 from tasks.report.trust_rows import SealedRows, TrustRows
 
-__all__ = ["BAND_FORMS", "MODEL_CLASSES", "band_table", "fit_model", "group_mean",
+__all__ = ["BAND_FORMS", "MODEL_CLASSES", "band_table", "ceilings", "fit_model", "group_mean",
            "grouped_cv", "learning_curve", "model_table"]
 
 #: ``auto``'s members in the comparison (every label-free logit method).
@@ -344,3 +344,104 @@ def band_table(dev: TrustRows, sealed: SealedRows, estimates: Mapping[str, tuple
                                     **{f"validation {k}": x for k, x in v.items()},
                                     **{f"sealed {k}": x for k, x in t.items()}})
     return pd.DataFrame(records), pd.concat(sealed_frames, ignore_index=True)
+
+
+# ------------------------------------------------------------------------------ ceilings
+def _covering_widths(errors: NDArray[np.float64], share: float) -> tuple[float, float]:
+    r"""The narrowest bands that hold ``share`` of one group's signed errors (pp), set with
+    the labels: ``(symmetric, shortest)``.
+
+    *symmetric*: :math:`2\,|e|_{(k)}`, the band :math:`\hat a \pm |e|_{(k)}` with
+    :math:`k = \lceil \mathrm{share}\cdot n \rceil`; *shortest*: the shortest interval
+    :math:`[e_{(i)}, e_{(i+k-1)}]` of the sorted errors (it may sit off centre: it knows the
+    group's bias).
+
+    >>> _covering_widths(np.array([-1.0, 2.0, 3.0, 4.0]), 0.75)
+    (6.0, 2.0)
+    """
+    e = np.sort(np.asarray(errors, dtype=np.float64))
+    k = max(1, int(np.ceil(share * len(e) - 1e-9)))
+    symmetric = 2.0 * float(np.sort(np.abs(e))[k - 1])
+    shortest = float(np.min(e[k - 1:] - e[:len(e) - k + 1]))
+    return symmetric, shortest
+
+
+def _ceiling_summary(frame: pd.DataFrame, coverage: float) -> dict[str, float]:
+    """The ceilings of one side (validation or sealed) from its rows: ``group``, ``error_pp``
+    (auto's signed error) and ``ae:<method>`` (each member's absolute error, pp)."""
+    members = [c for c in frame.columns if c.startswith("ae:")]
+    per = frame.groupby("group")[members].mean()
+    best_single = float(per.mean(axis=0).min())
+    by_group = float(per.min(axis=1).mean())
+    by_split = float(frame[members].min(axis=1).groupby(frame.group).mean().mean())
+    widths = np.array([_covering_widths(g.error_pp.to_numpy(), coverage)
+                       for _, g in frame.groupby("group")])
+    mae = float(frame.error_pp.abs().groupby(frame.group).mean().mean())
+    return {"best single method (pp)": best_single,
+            "each group's best method, with labels (pp)": by_group,
+            "each split's best method, with labels (pp)": by_split,
+            "a per-group selector's headroom (pp)": best_single - by_group,
+            "auto (pp)": mae,
+            f"symmetric band per group at {coverage:.0%}, with labels: width / MAE":
+                float(widths[:, 0].mean()) / mae if mae > 0 else np.nan,
+            f"shortest band per group at {coverage:.0%}, with labels: width / MAE":
+                float(widths[:, 1].mean()) / mae if mae > 0 else np.nan}
+
+
+def ceilings(dev: TrustRows, sealed: SealedRows, auto: tuple[NDArray[np.float64],
+             NDArray[np.float64]], *, coverage: float = 0.85) -> pd.DataFrame:
+    """What the goals ask against what any label-free model could reach on these groups.
+
+    Computed *with* the labels, so none of it is an estimator: each figure bounds a class of
+    models from below, and no choice is made on it.
+
+    * **Selection:** the group-mean MAE of the best single method, of each group's best
+      method and of each split's best method. A model that picks one method per group cannot
+      beat the second; the goal "0.5 pp below the best single method" asks a label-free model
+      for that share of the per-group headroom.
+    * **Bands:** the narrowest band that covers ``coverage`` of each group's splits around
+      ``auto`` with one symmetric half-width per group (:func:`_covering_widths`), and the
+      shortest such interval (which knows each group's bias), as mean width over ``auto``'s
+      MAE (the goal's ratio, :func:`band_table`). A symmetric band whose width does not vary
+      within a group, however its width is set, is no narrower than the first.
+
+    Parameters
+    ----------
+    dev, sealed : TrustRows, SealedRows
+        :func:`~tasks.report.trust_rows.split_development`.
+    auto : (dev array, sealed array)
+        ``auto``'s estimates of the development rows (out of group) and the sealed rows (fit on
+        the development groups), NaN where it has none.
+    coverage : float
+        The share of each group's splits the band must hold (item 5: 0.85).
+
+    Returns
+    -------
+    DataFrame
+        One row per side (``validation``, ``sealed``) and row set (``all rows``, ``without
+        concept shifts``).
+    """
+    d_auto, s_auto = (np.asarray(a, dtype=np.float64) for a in auto)
+    scored = sealed.score({"auto": s_auto, **{f"ae:{m}": sealed.inputs.table.estimates[m]
+                                              for m in MEMBERS}})
+    sides = {}
+    ok = np.isfinite(d_auto) & _usable(dev)
+    frame = pd.DataFrame({"group": dev.table.groups, "concept": dev.concept,
+                          "error_pp": (d_auto - dev.table.truth) * 100,
+                          **{f"ae:{m}": np.abs(dev.table.estimates[m] - dev.table.truth) * 100
+                             for m in MEMBERS}})
+    sides["validation"] = frame[ok]
+    first = scored[scored.name == "auto"].reset_index(drop=True)
+    s_frame = pd.DataFrame({"group": first.group, "concept": first.concept,
+                            "error_pp": (first.estimate - first.truth) * 100})
+    for m in MEMBERS:
+        s_frame[f"ae:{m}"] = scored[scored.name == f"ae:{m}"].abs_error_pp.to_numpy()
+    s_ok = np.isfinite(s_auto) & _usable(sealed.inputs)
+    sides["sealed"] = s_frame[s_ok]
+    records = []
+    for side, f in sides.items():
+        for label in ("all rows", "without concept shifts"):
+            sub = f if label == "all rows" else f[~f.concept.to_numpy(bool)]
+            records.append({"side": side, "rows": label, "groups": int(sub.group.nunique()),
+                            **_ceiling_summary(sub, coverage)})
+    return pd.DataFrame(records)

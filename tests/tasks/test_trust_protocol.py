@@ -243,3 +243,48 @@ def test_the_reports_auto_is_the_model_calibrate_ships_scored_out_of_group(two_d
     ridge = trust_tables(table, concept=concept)["auto"].set_index("dataset")["auto MAE"]
     assert not np.allclose(ridge.to_numpy(), auto.reindex(ridge.index).to_numpy())
     assert auto_key(CALIBRATED_METHODS) in shipped.bands
+
+
+def _brute_widths(errors: np.ndarray, share: float) -> tuple[float, float]:
+    """The narrowest symmetric and any-centre bands holding ``share`` of ``errors``, by trying
+    every candidate edge (an independent search, not the sorted-order formula)."""
+    need = share * len(errors) - 1e-9
+    symmetric = min(2 * h for h in np.abs(errors) if np.sum(np.abs(errors) <= h) >= need)
+    shortest = min(hi - lo for lo in errors for hi in errors
+                   if hi >= lo and np.sum((errors >= lo) & (errors <= hi)) >= need)
+    return float(symmetric), float(shortest)
+
+
+def test_ceilings_are_the_labelled_best_selector_and_narrowest_bands(two_dbs) -> None:
+    from tasks.report.trust_protocol import MEMBERS, ceilings
+
+    a, b, _ = two_dbs
+    dev, sealed = split_development(read_trust_rows([a, b]))
+    auto = (dev.table.estimates["alsa-e"], sealed.inputs.table.estimates["alsa-e"])
+    limits = ceilings(dev, sealed, auto).set_index(["side", "rows"])
+    sym = next(c for c in limits.columns if c.startswith("symmetric band"))
+    short = next(c for c in limits.columns if c.startswith("shortest band"))
+    # each side recomputed from its own labels (the sealed ones read here, in the test only)
+    for side, truth, table in (("validation", dev.table.truth, dev.table),
+                               ("sealed", sealed._truth, sealed.inputs.table)):
+        row = limits.loc[(side, "all rows")]
+        groups = table.groups
+        errors = (table.estimates["alsa-e"] - truth) * 100
+        per = pd.DataFrame({m: np.abs(table.estimates[m] - truth) * 100 for m in MEMBERS}
+                           ).groupby(groups).mean()
+        assert row["best single method (pp)"] == pytest.approx(per.mean().min())
+        assert row["each group's best method, with labels (pp)"] == pytest.approx(
+            per.min(axis=1).mean())
+        assert row["a per-group selector's headroom (pp)"] == pytest.approx(
+            per.mean().min() - per.min(axis=1).mean())
+        assert (row["each split's best method, with labels (pp)"]
+                <= row["each group's best method, with labels (pp)"] + 1e-12)
+        mae = np.mean([np.abs(errors[groups == g]).mean() for g in np.unique(groups)])
+        widths = np.array([_brute_widths(errors[groups == g], 0.85) for g in np.unique(groups)])
+        assert row["auto (pp)"] == pytest.approx(mae)
+        assert row[sym] == pytest.approx(widths[:, 0].mean() / mae)
+        assert row[short] == pytest.approx(widths[:, 1].mean() / mae)
+        assert row[short] <= row[sym] + 1e-12
+    # the rows without concept shifts leave the declared ones out (arrests/chile-vote temporal)
+    assert (limits.loc[("validation", "without concept shifts"), "groups"]
+            <= limits.loc[("validation", "all rows"), "groups"])
