@@ -421,7 +421,14 @@ def ceilings(dev: TrustRows, sealed: SealedRows, auto: tuple[NDArray[np.float64]
         One row per side (``validation``, ``sealed``) and row set (``all rows``, ``without
         concept shifts``).
     """
+    if not 0.0 < coverage <= 1.0:
+        raise ValueError(f"The 'coverage' argument of ceilings must be a share in (0, 1]; got "
+                         f"{coverage!r}.")
     d_auto, s_auto = (np.asarray(a, dtype=np.float64) for a in auto)
+    for name, values, rows in (("development", d_auto, dev), ("sealed", s_auto, sealed.inputs)):
+        if values.shape != (len(rows),):
+            raise ValueError(f"The 'auto' argument of ceilings must hold one estimate per "
+                             f"{name} row, shape ({len(rows)},); got shape {values.shape}.")
     scored = sealed.score({"auto": s_auto, **{f"ae:{m}": sealed.inputs.table.estimates[m]
                                               for m in MEMBERS}})
     sides = {}

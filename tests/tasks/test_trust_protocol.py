@@ -288,3 +288,17 @@ def test_ceilings_are_the_labelled_best_selector_and_narrowest_bands(two_dbs) ->
     # the rows without concept shifts leave the declared ones out (arrests/chile-vote temporal)
     assert (limits.loc[("validation", "without concept shifts"), "groups"]
             <= limits.loc[("validation", "all rows"), "groups"])
+
+
+def test_ceilings_name_a_bad_coverage_or_a_misshapen_auto(two_dbs) -> None:
+    from tasks.report.trust_protocol import ceilings
+
+    a, b, _ = two_dbs
+    dev, sealed = split_development(read_trust_rows([a, b]))
+    auto = (dev.table.estimates["alsa-e"], sealed.inputs.table.estimates["alsa-e"])
+    with pytest.raises(ValueError, match=r"'coverage' argument .* \(0, 1\]; got 85"):
+        ceilings(dev, sealed, auto, coverage=85)
+    with pytest.raises(ValueError, match=r"'auto' argument .* one estimate per sealed row"):
+        ceilings(dev, sealed, (auto[0], auto[1][:-1]))
+    with pytest.raises(ValueError, match=r"one estimate per development row"):
+        ceilings(dev, sealed, (auto[0][:3], auto[1]))
