@@ -288,6 +288,14 @@ def test_ceilings_are_the_labelled_best_selector_and_narrowest_bands(two_dbs) ->
     # the rows without concept shifts leave the declared ones out (arrests/chile-vote temporal)
     assert (limits.loc[("validation", "without concept shifts"), "groups"]
             <= limits.loc[("validation", "all rows"), "groups"])
+    keep = ~dev.concept
+    assert dev.concept.any() and keep.any()
+    kept = pd.DataFrame({m: np.abs(dev.table.estimates[m] - dev.table.truth)[keep] * 100
+                         for m in MEMBERS}).groupby(dev.table.groups[keep]).mean()
+    without = limits.loc[("validation", "without concept shifts")]
+    assert without["best single method (pp)"] == pytest.approx(kept.mean().min())
+    assert without["each group's best method, with labels (pp)"] == pytest.approx(
+        kept.min(axis=1).mean())
 
 
 def test_ceilings_name_a_bad_coverage_or_a_misshapen_auto(two_dbs) -> None:
