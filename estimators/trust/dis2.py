@@ -161,7 +161,10 @@ def dis2_lower_bound(
     bias = (torch.rand((repeats, 1, c), generator=gen) * 2 - 1) * stdv
     weight.requires_grad_(True)
     bias.requires_grad_(True)
-    opt = torch.optim.AdamW([weight, bias], lr=3e-3, weight_decay=5e-4)
+    # fused: its square root is the correctly rounded one, the same on every CPU (the default
+    # step's torch.sqrt is MKL's vector maths, whose last bits depend on the CPU; measured in
+    # tasks/models/optim.py)
+    opt = torch.optim.AdamW([weight, bias], lr=3e-3, weight_decay=5e-4, fused=True)
     s_fit_t, t_fit_t = torch.as_tensor(s_fit), torch.as_tensor(t_fit)
     xs_val, hs_val = xs[torch.as_tensor(s_val)], hs[torch.as_tensor(s_val)]
     xt_val, ht_val = xt[torch.as_tensor(t_val)], ht[torch.as_tensor(t_val)]

@@ -92,6 +92,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from tasks.data.graphs import Graph, GraphSplit, to_undirected
+from tasks.models.optim import adam
+from estimators.maths.exact import exact_sqrt
 
 __all__ = [
     "AUGMENTATIONS",
@@ -385,7 +387,7 @@ def _basis(reference: torch.Tensor, moments: list[tuple]) -> torch.Tensor:
     ref = reference.double()
     mu = ref @ mean_u
     var = ((ref @ second) * ref).sum(1) - mu**2
-    sigma = var.clamp_min(0.0).sqrt().clamp_min(1e-3)
+    sigma = exact_sqrt(var.clamp_min(0.0)).clamp_min(1e-3)
     basis = torch.cat([ref.T / sigma, (-mu / sigma)[None, :]], dim=0)
     return basis.float()
 
@@ -471,7 +473,7 @@ def _rmse(net: _Regressor, batches: list[_Batch]) -> float:
     net.eval()
     with torch.no_grad():
         err = torch.cat([net(b) - b.acc for b in batches])
-    return float(torch.sqrt((err.double() ** 2).mean()))
+    return math.sqrt(float((err.double() ** 2).mean()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -685,7 +687,7 @@ def fit_gnnevaluator(
             with torch.no_grad():
                 net.head.bias.fill_(math.log(mean_acc / (1.0 - mean_acc)))
             net = net.to(dev)
-            opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+            opt = adam(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
             test_batches = _batches(test_graphs)
             best = (_rmse(net, test_batches), 0, _snapshot(net))
             epochs_run = 0

@@ -38,6 +38,7 @@ from numpy.typing import NDArray
 from scipy.special import erfinv
 
 from ...core._validation import check_in_choices, check_logits, check_number
+from ...maths.exact import exact_sqrt
 from .declaration import KERNELS, Kernel
 from .space import SPACES, canonical_logits
 
@@ -246,7 +247,9 @@ class _FullBatchOptimizer:
     The update rules are PyTorch's (``torch.optim.Adam`` with betas 0.9/0.999 and eps 1e-8,
     ``RMSprop`` with alpha 0.99 and eps 1e-8, ``SGD`` with momentum 0.9 and no dampening).
     They are written out because constructing a ``torch.optim`` optimiser imports
-    ``torch._dynamo``, which costs about two seconds per process.
+    ``torch._dynamo``, which costs about two seconds per process. Their square roots are the
+    correctly rounded ones (:func:`~estimators.maths.exact.exact_sqrt`): ``torch.sqrt`` goes
+    through MKL's vector maths, whose last bits depend on the CPU's vendor and model.
     """
 
     def __init__(self, kind: str, params: list[tuple[torch.Tensor, float]]) -> None:
@@ -268,12 +271,12 @@ class _FullBatchOptimizer:
                 m, v2 = self.state1[i], self.state2[i]
                 m.mul_(0.9).add_(grad, alpha=0.1)
                 v2.mul_(0.999).addcmul_(grad, grad, value=0.001)
-                denom = (v2.sqrt() / math.sqrt(1.0 - 0.999**t)).add_(1e-8)
+                denom = (exact_sqrt(v2) / math.sqrt(1.0 - 0.999**t)).add_(1e-8)
                 param.addcdiv_(m, denom, value=-lr / (1.0 - 0.9**t))
             elif self.kind == "rmsprop":
                 sq = self.state1[i]
                 sq.mul_(0.99).addcmul_(grad, grad, value=0.01)
-                param.addcdiv_(grad, sq.sqrt().add_(1e-8), value=-lr)
+                param.addcdiv_(grad, exact_sqrt(sq).add_(1e-8), value=-lr)
             else:
                 buf = self.state1[i]
                 if t == 1:

@@ -33,6 +33,7 @@ from tasks.runtime.allocator import keep_freed_memory
 from tasks.models.backbones.base import BackboneSpec
 from tasks.data.graphs import Graph, GraphSplit, to_undirected
 from tasks.models.modalities.base import FitReport, ModalityAdapter
+from tasks.models.optim import adam
 from tasks.runtime.progress import progress as show_progress
 
 __all__ = ["ADAPTER", "GraphAdapter", "graph_tensors"]
@@ -90,15 +91,8 @@ class GraphAdapter(ModalityAdapter):
         vx, vedges = graph_tensors(val_split.graph, device)
         vnodes = torch.from_numpy(val_split.nodes).to(device)
         vy = torch.from_numpy(np.asarray(val[1], dtype=np.int64)).to(device)
-        optimizer: torch.optim.Optimizer
-        if recipe.optimizer == "adam":
-            optimizer = torch.optim.Adam(
-                model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay
-            )
-        else:
-            optimizer = torch.optim.AdamW(
-                model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay
-            )
+        optimizer = adam(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay,
+                         decoupled=recipe.optimizer != "adam")
         loss_fn = nn.CrossEntropyLoss()
         best_acc, best_epoch, best_state = -1.0, 0, None
         last_loss, ran = float("nan"), 0

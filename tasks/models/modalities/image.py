@@ -60,6 +60,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from tasks.models.backbones.base import BackboneSpec
 from tasks.models.modalities.base import FitReport, ModalityAdapter
+from tasks.models.optim import adam
 from tasks.runtime.allocator import LARGE_BATCH_BYTES, map_large_blocks
 from tasks.runtime.loader import convert_chunk, loader_workers
 from tasks.runtime.progress import progress as show_progress
@@ -333,8 +334,8 @@ def _optimizer(
     """The recipe's optimizer, its scheduler (or None) and whether that steps every batch."""
     params = model.parameters()
     if recipe.optimizer == "adamw-onecycle":
-        opt: torch.optim.Optimizer = torch.optim.AdamW(
-            params, lr=recipe.lr, weight_decay=recipe.weight_decay
+        opt: torch.optim.Optimizer = adam(
+            params, lr=recipe.lr, weight_decay=recipe.weight_decay, decoupled=True
         )
         sched = torch.optim.lr_scheduler.OneCycleLR(
             opt,
@@ -350,7 +351,7 @@ def _optimizer(
         )
         return opt, torch.optim.lr_scheduler.StepLR(opt, SGD_STEP_EPOCHS, gamma=0.1), False
     if recipe.optimizer == "adam":
-        opt = torch.optim.Adam(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+        opt = adam(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
         return opt, None, False
     raise ValueError(
         f"optimizer of backbone {recipe.name!r} must be one of {', '.join(OPTIMIZERS)}; "

@@ -43,6 +43,7 @@ from tasks.data.tables import Table
 from tasks.models.backbones.base import BackboneSpec
 from tasks.models.backbones.tabular import FittedTabularModel, TabularClassifier
 from tasks.models.modalities.base import FitReport, ModalityAdapter
+from tasks.models.optim import adam
 from tasks.runtime.progress import progress as show_progress
 
 __all__ = ["ADAPTER", "TabularAdapter", "as_table"]
@@ -140,7 +141,7 @@ class TabularAdapter(ModalityAdapter):
         y = torch.from_numpy(labels).to(device)
         n = int(labels.size)
         params = [p for p in net.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+        optimizer = adam(params, lr=recipe.lr, weight_decay=recipe.weight_decay, decoupled=True)
         steps_per_epoch = max(1, -(-n // recipe.batch_size))
         scheduler = torch.optim.lr_scheduler.OneCycleLR(
             optimizer, max_lr=recipe.lr, total_steps=max(1, epochs * steps_per_epoch),

@@ -36,6 +36,7 @@ from torch import nn
 
 from tasks.models.backbones.base import BackboneSpec
 from tasks.models.modalities.base import FitReport, ModalityAdapter
+from tasks.models.optim import adam
 from tasks.runtime.progress import progress as show_progress
 from tasks.data.texts import as_texts, take_texts, text_key
 
@@ -116,7 +117,7 @@ class TextAdapter(ModalityAdapter):
         n = len(features)
         model.to(device)
         params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+        optimizer = adam(params, lr=recipe.lr, weight_decay=recipe.weight_decay, decoupled=True)
         steps_per_epoch = max(1, -(-n // recipe.batch_size))
         scheduler = torch.optim.lr_scheduler.OneCycleLR(
             optimizer, max_lr=recipe.lr, total_steps=max(1, epochs * steps_per_epoch),

@@ -1,0 +1,83 @@
+"""``benchmarks/cpu_fingerprint.py``: the comparison of two machines' records.
+
+Recording runs the training workloads (about a minute on 2 cores: a benchmark, recorded in
+docs/PERFORMANCE.md); these tests cover the comparison and its verdicts on hand-made records.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import cpu_fingerprint as fp
+
+
+def _record(vendor: str = "AuthenticAMD") -> dict:
+    cpu = fp.cpu_description(f"vendor_id\t: {vendor}\nmodel name\t: CPU\nflags\t\t: avx2 fma\n",
+                             lscpu="L2 cache: 2 MiB\n")
+    runs = {w: {"weights": f"w-{w}", "outputs": f"o-{w}", "capability": "AVX2", "seconds": 1.0}
+            for w in ("mlp", "sage")}
+    mode = {"workloads": runs, "estimates": {"alsa-g|s0": 0.8, "alsa-e|s0": 0.7},
+            "fit_capability": "AVX2", "operations": {"exp  (ATen, Sleef)": "abc"}}
+    return {"format": fp.FORMAT, "cpu": cpu, "versions": {"python": "3.11", "torch": "2.11.0"},
+            "modes": {"pinned": mode, "host": copy.deepcopy(mode)}}
+
+
+def test_identical_records_are_the_same_bits() -> None:
+    lines, verdict = fp.compare(_record(), _record("GenuineIntel"))
+    assert verdict.startswith("same bits")
+    assert any("GenuineIntel" in line for line in lines)
+
+
+def test_each_differing_result_is_named() -> None:
+    a, b = _record(), _record("GenuineIntel")
+    b["modes"]["pinned"]["workloads"]["sage"]["weights"] = "other"
+    b["modes"]["pinned"]["estimates"]["alsa-e|s0"] = 0.7 + 2.5e-5
+    b["modes"]["host"]["operations"]["exp  (ATen, Sleef)"] = "def"
+    lines, verdict = fp.compare(a, b)
+    assert verdict == "the reproducible mode differs between these CPUs in: sage, alsa-e"
+    assert any("alsa-e estimates: 0 of 1 identical, largest |difference| 2.5e-05" in line
+               for line in lines)
+    assert any("differ: exp" in line for line in lines)  # the host mode's, reported only
+
+
+def test_other_software_makes_the_records_incomparable() -> None:
+    b = _record()
+    b["versions"]["torch"] = "2.14.1"
+    _, verdict = fp.compare(_record(), b)
+    assert verdict.startswith("not comparable") and "torch 2.11.0 vs 2.14.1" in verdict
+
+
+def test_a_file_of_another_kind_is_refused(tmp_path: Path, capsys) -> None:
+    with pytest.raises(ValueError, match="the second record must be a file written by"):
+        fp.compare(_record(), {"rows": []})
+    good, bad = tmp_path / "a.json", tmp_path / "b.json"
+    good.write_text(json.dumps(_record()))
+    bad.write_text(json.dumps({"format": 99}))
+    with pytest.raises(SystemExit):
+        fp.main(["--compare", str(good), str(bad)])
+    assert "the second record must be a file written by" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        fp.main(["--compare", str(good), str(tmp_path / "missing.json")])
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        fp.main(["--out", str(tmp_path), "--modes", "turbo"])
+    assert "--modes must name pinned and/or host" in capsys.readouterr().err
+
+
+def test_traces_part_at_the_first_differing_operation() -> None:
+    rows = [["aten.mul.Tensor", "i0", "o0"], ["aten.sqrt.default", "i1", "o1"],
+            ["aten.add.Tensor", "i2", "o2"]]
+    a = {"trace": "mlp", "rows": rows}
+    b = {"trace": "mlp", "rows": [rows[0], ["aten.sqrt.default", "i1", "xx"], rows[2]]}
+    lines = fp.compare_traces(a, b)
+    assert lines[1].startswith("#1: first differing output: aten.sqrt.default; its inputs are "
+                               "identical")
+    b["rows"][1] = ["aten.sqrt.default", "changed", "xx"]
+    assert "its inputs already differ" in fp.compare_traces(a, b)[1]
+    assert fp.compare_traces(a, a)[-1] == "no operation differs in the traced part"
+    with pytest.raises(ValueError, match="both traces must follow one workload"):
+        fp.compare_traces(a, {"trace": "alsa", "rows": []})
