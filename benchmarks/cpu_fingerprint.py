@@ -309,6 +309,9 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], str]:
                      f"{cpu['model_number']}), {cpu['cpus']} CPUs, caches "
                      f"{', '.join(f'{k} {v}' for k, v in cpu['caches'].items()) or 'unknown'}; "
                      f"SIMD {' '.join(cpu['simd'])}")
+    for side, rec in (("A", a), ("B", b)):
+        if rec.get("note"):
+            lines.append(f"note on {side}: {rec['note']}")
     vdiff = [f"{k} {a['versions'].get(k)} vs {b['versions'].get(k)}"
              for k in sorted(set(a["versions"]) | set(b["versions"])) if k != "python"
              and a["versions"].get(k) != b["versions"].get(k)]
@@ -316,6 +319,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], str]:
         f"{k} {v}" for k, v in a["versions"].items()) + ")" if not vdiff
         else "DIFFERS: " + "; ".join(vdiff)))
     differ: dict[str, list[str]] = {}
+    compared: dict[str, int] = {}
     for mode in MODES:
         ma, mb = a["modes"].get(mode), b["modes"].get(mode)
         if ma is None or mb is None:
@@ -323,6 +327,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], str]:
         lines.append(f"-- {mode} mode")
         for w in [w for w in ma["workloads"] if w in mb["workloads"]]:
             ra, rb = ma["workloads"][w], mb["workloads"][w]
+            compared[mode] = compared.get(mode, 0) + 1
             same = (ra["weights"], ra["outputs"]) == (rb["weights"], rb["outputs"])
             if not same:
                 differ.setdefault(mode, []).append(w)
@@ -337,12 +342,14 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], str]:
                 continue
             gap = max(abs(ma["estimates"][k] - mb["estimates"][k]) for k in ks)
             equal = sum(ma["estimates"][k] == mb["estimates"][k] for k in ks)
+            compared[mode] = compared.get(mode, 0) + 1
             if equal < len(ks):
                 differ.setdefault(mode, []).append(method)
             lines.append(f"   {method} estimates: {equal} of {len(ks)} identical, largest "
                          f"|difference| {gap:.1e}")
         ops = [k for k in ma["operations"] if k in mb["operations"]]
         moved = [k for k in ops if ma["operations"][k] != mb["operations"][k]]
+        compared[mode] = compared.get(mode, 0) + 1
         lines.append(f"   ALSA's operations: {len(ops) - len(moved)} of {len(ops)} identical"
                      + (f"; differ: {', '.join(k.split('(')[0].strip() for k in moved)}"
                         if moved else ""))
@@ -353,8 +360,11 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], str]:
         verdict = ("not comparable: the software differs (" + "; ".join(vdiff) + "), so a "
                    "difference may come from the versions, not the CPUs")
     elif not pinned:
-        verdict = ("same bits: every result of the reproducible mode is identical on both "
-                   f"CPUs; the host mode differs in {len(differ.get('host', []))} of them")
+        host = (f"the host mode (--fast) differs in {len(differ.get('host', []))} of "
+                f"{compared['host']}" if "host" in compared else "the host mode was not "
+                "recorded on both")
+        verdict = (f"same bits: all {compared.get('pinned', 0)} results of the reproducible "
+                   f"mode compared are identical on both CPUs; {host}")
     else:
         verdict = f"the reproducible mode differs between these CPUs in: {', '.join(pinned)}"
     return lines, verdict

@@ -28,7 +28,15 @@ def _record(vendor: str = "AuthenticAMD") -> dict:
 
 def test_identical_records_are_the_same_bits() -> None:
     lines, verdict = fp.compare(_record(), _record("GenuineIntel"))
-    assert verdict.startswith("same bits")
+    # per mode: 2 workloads, 2 methods' estimates, the operations
+    assert verdict == ("same bits: all 5 results of the reproducible mode compared are identical "
+                       "on both CPUs; the host mode (--fast) differs in 0 of 5")
+    b = _record("GenuineIntel")
+    del b["modes"]["host"]
+    b["note"] = "a note"
+    lines, verdict = fp.compare(_record(), b)
+    assert verdict.endswith("the host mode was not recorded on both")
+    assert "note on B: a note" in lines
     assert any("GenuineIntel" in line for line in lines)
 
 
@@ -81,3 +89,17 @@ def test_traces_part_at_the_first_differing_operation() -> None:
     assert fp.compare_traces(a, a)[-1] == "no operation differs in the traced part"
     with pytest.raises(ValueError, match="both traces must follow one workload"):
         fp.compare_traces(a, {"trace": "alsa", "rows": []})
+
+
+def test_primitives_are_compared_kernel_by_kernel(tmp_path: Path, capsys) -> None:
+    from benchmarks import cpu_primitives as prim
+
+    a = {"sqrt float32, 8 values, 1 thread": "aa", "exp, 1 thread": "bb"}
+    b = {"sqrt float32, 8 values, 1 thread": "zz", "exp, 1 thread": "bb"}
+    assert prim.compare(a, b) == ["DIFFERS sqrt float32, 8 values, 1 thread",
+                                  "same    exp, 1 thread", "1 of 2 kernels differ"]
+    with pytest.raises(ValueError, match="the two records share no kernel"):
+        prim.compare(a, {"rows": 1})
+    with pytest.raises(SystemExit):
+        prim.main(["--compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    assert "missing:" in capsys.readouterr().err
