@@ -5,9 +5,11 @@ its high-accuracy mode: within 1 ulp, not correctly rounded), and MKL picks that
 the CPU's vendor and model. On identical inputs an AMD EPYC (Zen 5) and an Intel Xeon (family 6,
 model 207) gave other last bits, float32 and float64 alike, in the reproducible mode
 (``benchmarks/cpu_fingerprint.py``; ``docs/PERFORMANCE.md``, "Evidence across real CPUs").
-ALSA's anchor optimiser divides by such roots thousands of times per fit, so its estimates
-moved by up to 2.5e-5 between the two CPUs. numpy's ``np.sqrt`` is the processor's square-root
-instruction, which IEEE 754 requires to be correctly rounded: one result on any CPU.
+ALSA's anchor optimiser divides by such roots in every epoch of a fit: on one machine,
+replacing ``torch.sqrt``'s roots by the exact ones moved ALSA-E's estimates by up to 1.5e-4
+(ALSA-G's by 5.6e-8), the scale at which a vendor's last bits move them. numpy's ``np.sqrt``
+is the processor's square-root instruction, which IEEE 754 requires to be correctly rounded:
+one result on any CPU.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ def exact_sqrt(x: torch.Tensor) -> torch.Tensor:
     ----------
     x : Tensor
         Floating-point tensor without autograd (``requires_grad`` False). Negative entries give
-        NaN, as ``torch.sqrt`` does. A tensor on another device than the CPU goes to
-        ``torch.sqrt`` (GPU square roots are correctly rounded in IEEE mode).
+        NaN, as ``torch.sqrt`` does. A tensor on another device than the CPU, or of another
+        dtype than float32 and float64, goes to ``torch.sqrt`` (not measured across GPUs).
 
     Returns
     -------

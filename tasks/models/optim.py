@@ -8,10 +8,10 @@ high-accuracy mode: within 1 ulp, not correctly rounded), whose code path depend
 vendor and model. The same inputs then give other last bits on another CPU, and training
 carries the first differing bit into every digit of the model. Measured in the reproducible
 mode (``benchmarks/cpu_fingerprint.py``, torch 2.11.0 on both machines): on an AMD EPYC (Zen 5)
-and an Intel Xeon (family 6, model 207), a float32 ``torch.sqrt`` over 200,000 values differs,
-and it is the first operation of 40 MLP or GraphSAGE training steps whose output differs
-while its inputs are identical; ``exp``, ``log``, ``tanh``, ``erf``, ``sigmoid``, ``rsqrt`` and
-the reductions were identical. The fused step (``fused=True``) computes the square root with
+and an Intel Xeon (family 6, model 207), float32 and float64 ``torch.sqrt`` differ
+(``benchmarks/cpu_primitives.py``), and in the MLP's and GraphSAGE's first training steps it is
+the first operation whose output differs while its inputs are identical; ``exp``, ``log``,
+``tanh``, ``erf``, ``sigmoid``, ``rsqrt`` and row norms were identical. The fused step (``fused=True``) computes the square root with
 the CPU's square-root instruction (correctly rounded, IEEE 754), and with it the six networks
 of ``benchmarks/bench_reproducible.py`` (MLP, LeNet, ResNet, GCN, GraphSAGE, GAT; 40 steps and a
 forward pass) trained bit-identical models on both CPUs (``docs/PERFORMANCE.md``, "Evidence
