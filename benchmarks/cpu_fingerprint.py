@@ -33,6 +33,7 @@ in ``docs/PERFORMANCE.md`` ("Evidence across real CPUs").
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -58,7 +59,9 @@ SIMD_FLAGS = ("sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx
 FORMAT = 1
 
 
+@functools.lru_cache(maxsize=None)
 def _load(name: str) -> Any:
+    """A script beside this one as a module (loaded once)."""
     spec = importlib.util.spec_from_file_location(f"_fp_{name}", HERE / f"{name}.py")
     if spec is None or spec.loader is None:  # pragma: no cover - the files are beside this one
         raise ImportError(f"cannot load benchmarks/{name}.py")
@@ -180,7 +183,6 @@ def _trace_worker(workload: str, limit: int) -> dict[str, Any]:
     every pinned OpenBLAS product's (``tasks.runtime.pinned_gemm.matmul``)."""
     import hashlib
 
-    import numpy as np
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
@@ -232,7 +234,6 @@ def _trace_worker(workload: str, limit: int) -> dict[str, Any]:
             val, yv, targets = _load("alsa_dispatch")._synthetic()
             est = get_estimator("alsa-g", seed=0, device="cpu")
             est.fit(val, yv).estimate(targets[0][1])
-    del np
     return {"format": FORMAT, "trace": workload, "cpu": cpu_description(),
             "versions": _versions(), "rows": rows}
 
