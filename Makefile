@@ -25,13 +25,18 @@ BENCH_ARGS ?= --seeds 3
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
 
-.PHONY: bench test test-reliability install fashion-mnist bench-estimators clean-state help
+# The reproducible mode's record of the machine that generated docs/BENCHMARK.md, with the
+# pipeline's own torch: what `make cpu-check` compares this CPU against.
+CPU_REFERENCE ?= docs/reproducible/amd-epyc-zen5.torch-2.14.1.json
+
+.PHONY: bench test test-reliability install fashion-mnist bench-estimators cpu-check clean-state help
 
 help:
 	@echo "make bench   - install what is missing, run the default benchmark (offline), compare with docs/BENCHMARK.md"
 	@echo "make test    - install what is missing, run the tests"
 	@echo "make bench-estimators - speed benchmark of every estimator (docs/PERFORMANCE.md)"
 	@echo "make test-reliability - SIGKILL at every stage boundary, then rerun; schedules, a worker run and two concurrent runs on real Prefect servers; a scheduled monitor deployment and its webhook alert, the Prefect server's lifecycle (about 4 min)"
+	@echo "make cpu-check        - does this CPU compute what the reference CPU did? (the reproducible mode's networks, tabular models, text encoder and ALSA, about 4 min; docs/PERFORMANCE.md)"
 	@echo "make clean-state      - delete .alsa-bench/ (DuckDB, checkpoints, Prefect cache, reports)"
 
 $(BIN)/python:
@@ -92,6 +97,12 @@ test-reliability: $(STAMP)
 bench-estimators: $(STAMP)
 	$(BIN)/python benchmarks/bench_baselines.py
 	$(BIN)/python benchmarks/bench_alsa.py
+
+# About 4 minutes on 2 cores; the record stays in .alsa-bench/ to be compared or kept.
+cpu-check: $(STAMP)
+	@mkdir -p .alsa-bench
+	$(BIN)/python benchmarks/cpu_fingerprint.py --out .alsa-bench/cpu-fingerprint.json
+	$(BIN)/python benchmarks/cpu_fingerprint.py --compare $(CPU_REFERENCE) .alsa-bench/cpu-fingerprint.json
 
 clean-state:
 	rm -rf .alsa-bench

@@ -14,6 +14,9 @@ Workloads (seeded random data, no data set needed; the pipeline's own backbones 
   (the extract stage's work);
 * ``gcn``, ``sage``, ``gat``: ``--steps`` full-batch Adam steps on a random graph of 5,000
   nodes and 40,000 edges with 128 features, then one forward pass;
+* ``tabular``: the tabular suite's three backbones (``tab-logreg``, ``tab-hgb``, ``tab-mlp``)
+  fitted through its adapter on a seeded table of 6,000 rows (five numeric columns, 5 % of
+  them missing, and two categorical ones; 4 classes), then predicting 4,000 other rows;
 * ``minilm``: the text suite's frozen all-MiniLM-L6-v2 encoder (``tasks.models.text_encoder``)
   over 512 random token sequences of 16-128 tokens (precision from ``ALSA_BENCH_TEXT_PRECISION``,
   as in the pipeline);
@@ -41,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +101,8 @@ def _configs() -> dict[str, tuple[dict[str, str], bool, bool]]:
 #: Threads of every configuration (``--threads``); ``threads-1`` overrides it.
 _THREADS = [2]
 
-WORKLOADS = ("mlp", "lenet", "resnet", "gcn", "sage", "gat", "minilm", "alsa", "aline")
+WORKLOADS = ("mlp", "lenet", "resnet", "gcn", "sage", "gat", "tabular", "minilm", "alsa",
+             "aline")
 
 
 # ------------------------------------------------------------------------------ the worker
@@ -172,6 +177,45 @@ def _graph(name: str, steps: int) -> dict[str, Any]:
         logits = model.eval()(x, edges)
     return {"train_s": train_s, "predict_s": time.perf_counter() - t0, "train_cpu": train_cpu,
             "weights": _weights_digest(model), "outputs": _digest(logits.numpy())}
+
+
+def _tabular(rows: int = 6000, epochs: int = 10) -> dict[str, Any]:
+    """The tabular suite's three backbones, fitted and predicting through its adapter."""
+    import numpy as np
+    import torch
+
+    from tasks.data.tables import Table
+    from tasks.models.backbones import get_backbone, get_backbone_spec
+    from tasks.models.modalities import get_adapter
+
+    rng = np.random.default_rng(0)
+    n = rows + 4000
+    num = rng.normal(size=(n, 5))
+    cat = np.column_stack([rng.integers(0, 4, n), rng.integers(0, 3, n)]).astype(np.int64)
+    score = (num[:, 0] + 0.7 * num[:, 1] * num[:, 2] + 0.5 * (cat[:, 0] == 3)
+             - 0.4 * (cat[:, 1] == 1) + 0.5 * rng.normal(size=n))
+    y = np.digitize(score, np.quantile(score, [0.25, 0.5, 0.75])).astype(np.int64)
+    num[rng.random(num.shape) < 0.05] = np.nan
+    table = Table(num, cat, tuple(f"n{i}" for i in range(5)), ("c0", "c1"),
+                  (("a", "b", "c", "d"), ("x", "y", "z")))
+    train, test = table.take(np.arange(rows)), table.take(np.arange(rows, n))
+    spec = types.SimpleNamespace(n_classes=4, input_shape=(5 + 4 + 3,), modality="tabular")
+    adapter, cpu = get_adapter("tabular"), torch.device("cpu")
+    weights, outputs, fit_s, fit_cpu, predict_s = [], [], 0.0, 0.0, 0.0
+    for name in ("tab-logreg", "tab-hgb", "tab-mlp"):
+        torch.manual_seed(0)
+        model = get_backbone(name, 4, spec.input_shape)
+        t0, c0 = time.perf_counter(), time.process_time()
+        adapter.fit(model, get_backbone_spec(name), spec, (train, y[:rows]), (test, y[rows:]),
+                    epochs=epochs, seed=0, device=cpu, progress=False, key=name)
+        fit_s, fit_cpu = fit_s + time.perf_counter() - t0, fit_cpu + time.process_time() - c0
+        t0 = time.perf_counter()
+        outputs.append(adapter.predict(model, spec, test, cpu, 512))
+        predict_s += time.perf_counter() - t0
+        weights.append(_weights_digest(model))
+    return {"train_s": fit_s, "predict_s": predict_s, "train_cpu": fit_cpu,
+            "weights": _digest(np.frombuffer("".join(weights).encode(), dtype=np.uint8)),
+            "outputs": _digest(*outputs)}
 
 
 def _minilm() -> dict[str, Any]:
@@ -265,6 +309,8 @@ def worker(workload: str, steps: int, deterministic: bool, native_conv: bool) ->
             out = _image(workload, steps)
         elif workload in ("gcn", "sage", "gat"):
             out = _graph(workload, steps)
+        elif workload == "tabular":
+            out = _tabular()
         elif workload == "minilm":
             out = _minilm()
         elif workload == "alsa":

