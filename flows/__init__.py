@@ -45,6 +45,9 @@ from storage.paths import calibration_path, prefect_results_dir  # noqa: E402
 #: The calibration variable's value when this module set it (to the state folder's file).
 _OURS: list[str] = [""]
 CALIBRATION_ENV = "ALSA_BENCH_CALIBRATION"
+#: The same path, set beside it (``estimators.trust.calibration_artifact.STATE_CALIBRATION_ENV``:
+#: flows does not import the trust layer before Prefect's settings are made).
+STATE_CALIBRATION_ENV = "ALSA_BENCH_STATE_CALIBRATION"
 
 __all__ = ["configure_environment", "extra_logger_names"]
 
@@ -72,8 +75,10 @@ def configure_environment() -> None:
     own = calibration_path()
     if own.is_file() and os.environ.get(CALIBRATION_ENV, _OURS[0]) == _OURS[0]:
         _OURS[0] = os.environ[CALIBRATION_ENV] = str(own.resolve())
+        os.environ[STATE_CALIBRATION_ENV] = _OURS[0]  # a warning then names the state folder
     elif not own.is_file() and _OURS[0] and os.environ.get(CALIBRATION_ENV) == _OURS[0]:
         del os.environ[CALIBRATION_ENV]  # set for another state folder by this process
+        os.environ.pop(STATE_CALIBRATION_ENV, None)
         _OURS[0] = ""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")

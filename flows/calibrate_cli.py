@@ -50,6 +50,10 @@ def calibrate_command(
     from tasks.report.trust_rows import read_trust_rows, split_development
 
     sources = list(db) if db else [db_path()]
+    if not db and not sources[0].is_file():
+        raise _fail(f"alsa-bench calibrate: the state folder holds no benchmark database "
+                    f"({sources[0]}); run `alsa-bench run` first, or name databases with --db "
+                    f"PATH.")
     target = out if out is not None else calibration_path()
     where = " ".join(f"--db {s}" for s in sources)
     try:

@@ -547,7 +547,8 @@ def _registered(what: str) -> str:
     else:
         from tasks.methods import all_method_names, estimator_names
 
-        keys = all_method_names() if what == "methods" else estimator_names(features=True)
+        keys = (all_method_names() if what == "methods"
+                else estimator_names(features=True, peers=True))
     plugins = [k for k in keys if k in plugin_estimators()]
     tail = f" (from plugins: {', '.join(plugins)})" if plugins else ""
     return f"Registered: {', '.join(keys)}{tail}."

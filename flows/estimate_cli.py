@@ -296,8 +296,36 @@ def run_estimates(
             notes.append(named)
     for row in rows:
         row["recommended"] = row["method"] == "auto"
+    unbanded = _no_band(rows)
+    if unbanded:
+        notes.append("note: " + unbanded)
     messages = [*notes, *(f"{', '.join(names)}: {text}" for text, names in by_text.items())]
     return rows, messages
+
+
+#: ``shift_note`` of a method that gives an accuracy but has no shift band.
+NO_BAND = "none: the calibration in use has no band for this method"
+
+
+def _no_band(rows: list[dict[str, Any]]) -> str | None:
+    """Mark each method that gives an accuracy without a shift band (``shift_note``), and say
+    in one line which and why; None when every accuracy has its band. A method that gives no
+    accuracy (a score without a map) has no band to give, and is not named."""
+    from estimators.trust.calibration_artifact import active_calibration_path
+
+    names = []
+    for row in rows:
+        band = row.get("shift_interval") or (None, None)
+        if row["accuracy"] is not None and any(v is None or not math.isfinite(float(v))
+                                               for v in band):
+            row["shift_note"] = NO_BAND
+            names.append(row["method"])
+    if not names:
+        return None
+    return (f"no shift band for {', '.join(names)}: the calibration in use "
+            f"({active_calibration_path()}) has none for {'it' if len(names) == 1 else 'them'}"
+            " (`alsa-bench calibrate` fits a band for every method with estimates in at least 3 "
+            "development source groups of its databases); their band column reads 'none'.")
 
 
 def _auto_left_out(left_out: list[str], combined: Any, params: dict[str, dict[str, Any]],
@@ -365,8 +393,9 @@ def _print_table(rows: list[dict[str, Any]], val: Path, target: Path) -> None:
                   caption="The interval covers the sampling noise of the validation and target "
                           "sets, not the error a distribution shift causes; the shift band is "
                           "meant to cover that error too (calibrated on the benchmark's shifts: its coverage on a new "
-                          "kind of shift is measured, not guaranteed; docs/BENCHMARK.md). auto "
-                          "combines the methods and is the recommended estimate.")
+                          "kind of shift is measured, not guaranteed; docs/BENCHMARK.md)."
+                          + (" auto combines the methods and is the recommended estimate."
+                             if any(row["method"] == "auto" for row in rows) else ""))
     table.add_column("method")
     table.add_column("estimated accuracy", justify="right")
     table.add_column(f"{rows[0]['level']:.0%} interval", justify="right")
@@ -381,6 +410,7 @@ def _print_table(rows: list[dict[str, Any]], val: Path, target: Path) -> None:
     for row in rows:
         name = f"{row['method']} (recommended)" if row.get("recommended") else row["method"]
         cells = [name, _fmt_accuracy(row["accuracy"]), _fmt_interval(row["interval"]),
+                 "none" if row.get("shift_note") else
                  _fmt_interval(row.get("shift_interval", (None, None)))]
         if has_score:
             cells.append("" if row.get("score") is None else f"{row['score']:.4f}")
@@ -428,16 +458,23 @@ def estimate_command(
     method: Annotated[
         list[str] | None,
         typer.Option("--method", "-m", metavar="NAME",
-                     help="Estimator key; repeat for several. Default: every estimator "
-                          "except the score methods (named: score shown, accuracy - unless "
-                          "--param NAME.score_map=[a, b]) and the opt-in ones."),
+                     help="Estimator key; repeat for several. Default: the label-free "
+                          "accuracy methods, then auto; GDE too with --peer-val/--peer-target, "
+                          "the feature methods when both files hold features. Score methods (mano, "
+                          "nuclear-norm, entropy, dispersion) run when named: they show a "
+                          "score, and an accuracy only with --param "
+                          "NAME.score_map=\\[slope, intercept] (a linear map from the score to "
+                          "accuracy)."),
     ] = None,
     param: Annotated[
         list[str] | None,
         typer.Option("--param", metavar="METHOD.NAME=VALUE",
                      help="Hyper-parameter of one method, e.g. alsa-g.n_anchors=500 or "
                      "alsa-g.rectify_quantile=0.05 (JSON values; repeatable); one the "
-                     "configuration ignores is reported as a warning."),
+                     "configuration ignores is reported as a warning. auto is calibrated on "
+                     "default-parameter members: with a --param on one of them, auto combines "
+                     "a member set without it (or is left out), and a note says which and "
+                     "why."),
     ] = None,
     per_class: Annotated[
         bool,
@@ -502,8 +539,8 @@ def estimate_command(
         text = " ".join(message.split())
         typer.echo(text if text.startswith("note: ") else f"warning: {text}", err=True)
     if json_output:
-        keep = ("method", "accuracy", "score", "interval", "shift_interval", "level",
-                "recommended", "n_target", "true_accuracy", "abs_error", "per_class", "params",
+        keep = ("method", "accuracy", "score", "interval", "shift_interval", "shift_note",
+                "level", "recommended", "n_target", "true_accuracy", "abs_error", "per_class", "params",
                 "diagnostics")
         typer.echo(json.dumps([{k: row[k] for k in keep if k in row} for row in rows], indent=2))
     else:

@@ -291,7 +291,8 @@ def check_labels(
         )
     if out.any():
         raise ValueError(
-            f"{name} contains {int(out.sum())} values outside [0, {n_classes}); "
+            f"{name} must hold class indices in [0, {n_classes}); got {int(out.sum())} "
+            f"value{'s' if int(out.sum()) != 1 else ''} outside it; "
             f"first few: {arr[out][:5].tolist()}."
         )
     return arr

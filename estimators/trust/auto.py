@@ -120,7 +120,9 @@ def _combine(stack: Any, measured: SignalValues,
              estimates: Mapping[str, float]) -> tuple[float, dict[str, Any]]:
     """The combination's estimate, or its base member's where a signal it reads is NaN (a
     model that reads no signal, :class:`~estimators.trust.selector.ShrinkModel`, never falls
-    back)."""
+    back). A NaN signal is recorded in ``diagnostics["signal_problems"]`` either way (with the
+    reason), never filled in; a warning comes where it changes the answer (here, or the band's
+    ``[0, 1]`` in :func:`~estimators.trust.attach_band.shift_band`)."""
     signals = measured.to_record()
     diagnostics: dict[str, Any] = {
         "members": dict(estimates), "base": getattr(stack, "base", None), "signals": signals,
@@ -128,8 +130,9 @@ def _combine(stack: Any, measured: SignalValues,
         "model": type(stack).__name__, "weight": getattr(stack, "weight", None)}
     base = getattr(stack, "base", None)
     reads_signals = getattr(stack, "reads_signals", True)
-    if reads_signals and measured.problems and isinstance(base, str) and base in estimates:
+    if measured.problems:
         diagnostics["signal_problems"] = dict(measured.problems)
+    if reads_signals and measured.problems and isinstance(base, str) and base in estimates:
         warn_missing_signals(measured.problems, f"auto returns its base member {base}'s "
                              "estimate uncorrected (its correction needs every signal)")
         return float(estimates[base]), diagnostics

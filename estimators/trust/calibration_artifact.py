@@ -40,6 +40,7 @@ from .stacking import StackModel, fit_stack
 __all__ = [
     "AUTO_MEMBER_SETS", "CALIBRATION_CODE", "CALIBRATION_ENV", "CALIBRATION_FORMAT",
     "Calibration", "CalibrationTable", "REFIT_COMMAND", "SHIPPED_CALIBRATION",
+    "STATE_CALIBRATION_ENV",
     "active_calibration", "auto_key", "calibration_code_files", "code_hash", "fit_calibration",
     "leave_one_dataset_out", "load_calibration", "use_calibration",
 ]
@@ -47,6 +48,10 @@ __all__ = [
 CALIBRATION_FORMAT = "alsa-bench-calibration/1"
 #: Environment variable naming a calibration file.
 CALIBRATION_ENV = "ALSA_BENCH_CALIBRATION"
+#: Set by ``alsa-bench`` (``flows.configure_environment``) to the same path when *it* named the
+#: state folder's calibration in :data:`CALIBRATION_ENV`, so a warning blames no variable the
+#: user never set.
+STATE_CALIBRATION_ENV = "ALSA_BENCH_STATE_CALIBRATION"
 #: The calibration shipped with the package (fit from ``make bench``'s database).
 SHIPPED_CALIBRATION = Path(__file__).with_name("data") / "calibration.json"
 #: The member sets ``auto`` is calibrated for: every label-free method, all but COT's
@@ -367,10 +372,17 @@ def _chosen_path() -> tuple[Path, str] | None:
 
 def active_calibration_path() -> Path | None:
     """The file :func:`active_calibration` reads: the chosen one (:func:`use_calibration`, else
-    ``ALSA_BENCH_CALIBRATION``) when it exists, else the shipped one; None when there is none."""
+    ``ALSA_BENCH_CALIBRATION``) when it exists and is a calibration, else the shipped one; None
+    when there is none. A damaged chosen file is not the one in use, so it is not named here
+    (``auto``'s ``diagnostics["calibration"]``, the estimate stage's cache key)."""
     chosen = _chosen_path()
     if chosen is not None and chosen[0].is_file():
-        return chosen[0]
+        try:
+            _load_cached(chosen[0])
+        except (OSError, ValueError):
+            pass  # active_calibration() warns about it and reads the shipped file
+        else:
+            return chosen[0]
     return SHIPPED_CALIBRATION if SHIPPED_CALIBRATION.exists() else None
 
 
@@ -388,15 +400,31 @@ def _fall_back(path: Path, source: str, problem: str) -> None:
     if (str(path), problem) in _WARNED:
         return
     _WARNED.add((str(path), problem))
-    todo = (f"unset {CALIBRATION_ENV} or point it to a file written by `alsa-bench calibrate`"
-            if source == CALIBRATION_ENV else
-            "call use_calibration() with a file written by `alsa-bench calibrate`")
+    named_by, todo = _source_words(path, source)
     warnings.warn(
-        f"The calibration file {str(path)!r} named by {source} {problem}; the shift bands and "
+        f"The calibration file {str(path)!r} {named_by} {problem}; the shift bands and "
         f"auto use the shipped calibration ({SHIPPED_CALIBRATION}) instead. To fix it, {todo} "
         f"(`alsa-bench calibrate --db PATH` fits one from your own benchmark).",
         CalibrationWarning, stacklevel=3,
     )
+
+
+def _source_words(path: Path, source: str) -> tuple[str, str]:
+    """How a chosen file came to be chosen, and what fixes it, in words.
+
+    ``alsa-bench`` itself names the state folder's ``calibration.json`` in
+    ``ALSA_BENCH_CALIBRATION`` (and the same path in :data:`STATE_CALIBRATION_ENV`) after
+    ``alsa-bench calibrate`` wrote it: the user set no variable then, so none is blamed."""
+    if source == CALIBRATION_ENV and os.environ.get(STATE_CALIBRATION_ENV) == str(path):
+        return ("(the state folder's calibration, which alsa-bench uses since `alsa-bench "
+                "calibrate` wrote it)",
+                "rerun `alsa-bench calibrate` (it rewrites the file) or delete the file")
+    if source == CALIBRATION_ENV:
+        return (f"named by {source}",
+                f"unset {CALIBRATION_ENV} or point it to a file written by `alsa-bench "
+                "calibrate`")
+    return (f"named by {source}", "call use_calibration() with a file written by "
+            "`alsa-bench calibrate`")
 
 
 def _warn_if_stale(path: Path, source: str, calibration: Calibration) -> None:
@@ -411,7 +439,8 @@ def _warn_if_stale(path: Path, source: str, calibration: Calibration) -> None:
         return
     if reason is not None:
         warnings.warn(
-            f"The calibration file {str(path)!r} named by {source} is used, but {reason}; its "
+            f"The calibration file {str(path)!r} {_source_words(path, source)[0]} is used, but "
+            f"{reason}; its "
             f"signals may no longer mean what this code computes. Refit it with `alsa-bench "
             f"calibrate --db PATH`.", CalibrationWarning, stacklevel=3)
 

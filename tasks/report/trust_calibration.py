@@ -303,8 +303,10 @@ def trust_markdown(tables: dict[str, pd.DataFrame], *, level: float = 0.9) -> st
         "(`tasks/report/trust_calibration.py`, `estimators/trust/calibration_artifact.py`). "
         f"`auto` is the model `auto` runs: {AUTO_MODEL_CLASS} (ALSA-E moved toward the median "
         "of its members by a weight learned on the other groups, "
-        "`estimators/trust/selector.py`); `auto (no COT)` and `auto (softmax)` are the ridge "
-        "corrections of ALSA-E over fewer members (`estimators/trust/stacking.py`). The "
+        "`estimators/trust/selector.py`); `auto (no COT)` is the ridge correction of ALSA-E "
+        "over its seven members, and `auto (softmax)` the ridge correction of ATC-MC over the "
+        "five softmax methods, which hold no ALSA-E (`estimators/trust/stacking.py`: the base is "
+        "the first of `BASE_PREFERENCE` among the members). The "
         "oracle picks the best method per row with the labels: no label-free method can "
         "reach it.",
         "",

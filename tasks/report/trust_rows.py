@@ -267,6 +267,11 @@ def read_trust_rows(
         con = duckdb.connect(str(path), read_only=True)
         try:
             frame, recs = _read_one(con, path.name, progress)
+        except duckdb.CatalogException as exc:
+            missing = str(exc).split("\n")[0]
+            raise ValueError(
+                f"The --db argument must name a benchmark database written by `alsa-bench "
+                f"run`; {str(path)!r} is not one ({missing}).") from None
         finally:
             con.close()
         if not frame.empty:

@@ -174,6 +174,29 @@ def test_a_nan_signal_is_reported_and_auto_returns_its_base_uncorrected(monkeypa
     assert combined.diagnostics["signal_problems"] == result.diagnostics["signal_problems"]
 
 
+def test_a_nan_signal_is_recorded_under_the_shrinkage_model_that_reads_none():
+    """The shipped model class (shrinkage toward the members' median) reads no signal: a NaN
+    signal changes nothing in its estimate, and is still recorded with its reason."""
+    from estimators.trust.auto import _combine
+    from estimators.trust.selector import ShrinkModel
+    from estimators.trust.shift_signals import SignalValues
+
+    model = ShrinkModel(members=("ac", "doc", "alsa-e"), base="alsa-e", weight=0.5, n_rows=10,
+                        n_groups=3)
+    estimates = {"ac": 0.70, "doc": 0.74, "alsa-e": 0.80}
+    measured = SignalValues({"label_shift_z": float("nan"), "confidence_drop": 0.1},
+                            {"ac": 0.7}, {"label_shift_z": "the label-shift test is undefined"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to warn about: the estimate is unaffected
+        accuracy, diagnostics = _combine(model, measured, estimates)
+    assert accuracy == pytest.approx(0.80 + 0.5 * (0.74 - 0.80))  # the median is doc's 0.74
+    assert diagnostics["signal_problems"] == {
+        "label_shift_z": "the label-shift test is undefined"}
+    assert math.isnan(diagnostics["signals"]["label_shift_z"])  # recorded, never filled in
+    clean = SignalValues({"label_shift_z": 1.0}, {"ac": 0.7})
+    assert "signal_problems" not in _combine(model, clean, estimates)[1]
+
+
 def test_a_nan_band_signal_gives_the_band_zero_one_with_a_warning(monkeypatch):
     x, y, t = _data(3, n=900)
     real = shift_signals.ShiftSignals.transform

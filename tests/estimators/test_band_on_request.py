@@ -158,7 +158,32 @@ def test_a_damaged_calibration_file_falls_back_with_one_warning(
     with pytest.warns(CalibrationWarning, match="cannot be read") as caught:
         band = get_estimator("doc").fit(x, y).estimate(target, band=True).shift_interval
     assert band == shipped and len(caught) == 1
-    assert calibration_artifact.active_calibration_path() == damaged  # hashed into the cache key
+    assert "unset ALSA_BENCH_CALIBRATION" in str(caught[0].message)
+    # the file in use is the shipped one: what auto's diagnostics name and the cache key hashes
+    assert calibration_artifact.active_calibration_path() == SHIPPED_CALIBRATION
+    damaged.write_text("{not json")
+    assert calibration_artifact.active_calibration_path() == SHIPPED_CALIBRATION
+
+
+def test_a_damaged_state_folder_calibration_blames_no_variable_the_user_never_set(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """`alsa-bench` names the state folder's calibration.json itself (flows.configure_environment
+    sets both variables); the warning then says what the file is and how to fix it."""
+    import flows
+
+    assert flows.STATE_CALIBRATION_ENV == calibration_artifact.STATE_CALIBRATION_ENV
+    assert flows.CALIBRATION_ENV == CALIBRATION_ENV
+    x, y, target = _data(6)
+    damaged = tmp_path / "calibration.json"
+    damaged.write_text("{not json")
+    monkeypatch.setenv(CALIBRATION_ENV, str(damaged))
+    monkeypatch.setenv(calibration_artifact.STATE_CALIBRATION_ENV, str(damaged))
+    with pytest.warns(CalibrationWarning, match="cannot be read") as caught:
+        get_estimator("doc").fit(x, y).estimate(target, band=True)
+    text = str(caught[0].message)
+    assert "the state folder's calibration" in text and "rerun `alsa-bench calibrate`" in text
+    assert CALIBRATION_ENV not in text and "unset" not in text
 
 
 def test_a_score_with_a_map_keeps_its_band_pending_and_gets_the_map_interval() -> None:

@@ -162,7 +162,7 @@ def _bad_feature_cases():
         "labels length": ({"val_features": xv, "train_features": xtr, "train_labels": ytr[:5]},
                           r"train_labels must have one label per logit row \(300\); got 5"),
         "labels range": ({"val_features": xv, "train_features": xtr, "train_labels": ytr + C},
-                         r"train_labels contains \d+ values outside \[0, 4\)"),
+                         r"train_labels must hold class indices in \[0, 4\); got \d+ values? outside"),
     }, xt
 
 

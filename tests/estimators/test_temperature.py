@@ -131,7 +131,7 @@ def test_bad_bounds_rejected(bounds, rng):
 def test_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="val_logits must be a 2-D array"):
         fit_temperature(np.zeros((3, 2, 2)), np.zeros(3, dtype=int))
-    with pytest.raises(ValueError, match=r"val_labels contains 1 values outside \[0, 2\)"):
+    with pytest.raises(ValueError, match=r"val_labels must hold class indices in \[0, 2\); got 1 value outside"):
         fit_temperature(np.zeros((2, 2)), [0, 2])
     with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
         temperature_nll(np.zeros((2, 2)), [0, 1], -1.0)

@@ -127,7 +127,7 @@ def _write_bad(tmp_path, files, kind):
     if kind == "labels out of range":
         bad = tmp_path / "val_bad.npz"
         np.savez(bad, logits=rng.normal(size=(5, 3)), labels=np.array([0, 1, 2, 3, 0]))
-        return ["--val", bad, "--target", target], r"labels contains 1 values outside \[0, 3\)"
+        return ["--val", bad, "--target", target], r"labels must hold class indices in \[0, 3\); got 1 value outside it"
     if kind == "val without labels":
         return ["--val", target, "--target", target], "no labels found"
     if kind == "unknown method":

@@ -84,3 +84,30 @@ def test_a_peer_file_with_other_rows_is_refused_naming_both_files(files):
     assert f"{files['short']}: logits must have one row per row of {files['target']}: logits " \
            "(200); got 150 rows" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_a_method_with_an_accuracy_and_no_band_says_so(files):
+    """GDE gives an accuracy, and the shipped calibration has no band for it: the JSON row and
+    the table say 'none' and one note says why; a score without a map (mano) gives no accuracy,
+    so it is not named; a method with a band is untouched."""
+    from estimators.trust.calibration_artifact import SHIPPED_CALIBRATION, load_calibration
+
+    bands = load_calibration(SHIPPED_CALIBRATION).bands
+    assert "gde" not in bands and "ac" in bands
+    base = ["--val", files["val"], "--target", files["target"], "--peer-val",
+            files["peer_val"], "--peer-target", files["peer_target"], "-m", "ac", "-m", "gde",
+            "-m", "mano"]
+    result = invoke(*base, "--json")
+    assert result.exit_code == 0, result.output
+    rows = {r["method"]: r for r in json.loads(result.stdout)}
+    assert rows["gde"]["shift_note"].startswith("none: the calibration in use has no band")
+    assert rows["gde"]["shift_interval"] == [None, None] and rows["gde"]["accuracy"] > 0
+    assert "shift_note" not in rows["ac"] and None not in rows["ac"]["shift_interval"]
+    assert "shift_note" not in rows["mano"] and rows["mano"]["accuracy"] is None
+    assert ("note: no shift band for gde: the calibration in use "
+            f"({SHIPPED_CALIBRATION}) has none for it") in result.stderr
+    table = invoke(*base)
+    assert table.exit_code == 0, table.output
+    gde_line = next(line for line in table.stdout.splitlines() if line.startswith("│ gde"))
+    assert "none" in gde_line
+    assert "recommended estimate" not in table.stdout  # auto is not in this table

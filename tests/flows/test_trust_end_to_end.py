@@ -127,8 +127,13 @@ def test_bench_database_to_calibration_report_cli_and_api(bench, tmp_path) -> No
     assert line in (Path(small.folder) / "mae.txt").read_text()
     assert trust_summary(small).startswith(line)
 
-    # the CLI in a new process would set ALSA_BENCH_CALIBRATION to the state folder's file
+    # the CLI in a new process would set ALSA_BENCH_CALIBRATION to the state folder's file,
+    # and say that it did (a warning about the file then blames no variable)
     flows.configure_environment()
+    import os
+
+    assert os.environ[CALIBRATION_ENV] == str(calibration_path().resolve())
+    assert os.environ[flows.STATE_CALIBRATION_ENV] == os.environ[CALIBRATION_ENV]
     run_key = "d-gamma.mlp.s0"
     val_x, val_y = vals[run_key]
     target, _ = _logits(np.random.default_rng(5), 200, 2.2, 1.8)
@@ -141,9 +146,8 @@ def test_bench_database_to_calibration_report_cli_and_api(bench, tmp_path) -> No
     assert cli_auto["diagnostics"]["calibration"] == str(calibration_path().resolve())
 
     # Python, as the docs say: name the state folder's file once
-    import os
-
     os.environ.pop(CALIBRATION_ENV, None)
+    os.environ.pop(flows.STATE_CALIBRATION_ENV, None)
     use_calibration(calibration_path())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -207,3 +211,30 @@ def test_a_closing_report_that_cannot_be_written_says_why_and_fails_no_run(
     cli._run_plans(plans, [], options)
     assert ("Report over every suite: not written (The database holds no run of the suites "
             "none-1, none-2; nothing to report.)") in capsys.readouterr().out
+
+
+def test_calibrate_without_a_database_or_on_a_foreign_one_says_so_in_one_line(
+    tmp_path, monkeypatch
+) -> None:
+    """No --db and no bench.duckdb in the state folder; a DuckDB file that no benchmark wrote:
+    one error line each, naming the file and what to do, and no calibration written."""
+    import duckdb
+
+    from flows.cli import app
+    from storage.paths import calibration_path
+
+    monkeypatch.setenv("ALSA_BENCH_HOME", str(tmp_path / "state"))
+    runner = CliRunner()
+    done = runner.invoke(app, ["calibrate"])
+    assert done.exit_code == 2
+    assert ("the state folder holds no benchmark database "
+            f"({tmp_path / 'state' / 'bench.duckdb'}); run `alsa-bench run` first, or name "
+            "databases with --db PATH.") in " ".join(done.output.split())
+    foreign = tmp_path / "foreign.duckdb"
+    duckdb.connect(str(foreign)).close()
+    done = runner.invoke(app, ["calibrate", "--db", str(foreign)])
+    assert done.exit_code == 2
+    text = " ".join(done.output.split())
+    assert f"{str(foreign)!r} is not one (Catalog Error: Table with name" in text
+    assert "must name a benchmark database written by `alsa-bench run`" in text
+    assert "Did you mean" not in text and not calibration_path().exists()
