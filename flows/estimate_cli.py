@@ -155,34 +155,42 @@ def run_estimates(
                           else ("--peer-target", "--peer-val"))
         raise _UserError(f"{given} needs {missing}: a peer model's logits on the validation "
                          "rows and on the target rows, both or neither.")
+    # every message about a file names its option too: "--val PATH: ..."
+    v, t = f"--val {val}", f"--target {target}"
     try:
         val_logits, val_labels = load_logit_file(val, require_labels=True, inputs=inputs)
+    except ValueError as exc:
+        raise _UserError(f"--val {exc}") from None
+    try:
         target_logits, target_labels = load_logit_file(
             target, require_labels=False, inputs=inputs
         )
     except ValueError as exc:
-        raise _UserError(str(exc)) from None
+        raise _UserError(f"--target {exc}") from None
     if val_logits.shape[1] != target_logits.shape[1]:
         raise _UserError(
-            f"class-count mismatch: {val} has {val_logits.shape[1]} classes but {target} has "
+            f"class-count mismatch: {v} has {val_logits.shape[1]} classes but {t} has "
             f"{target_logits.shape[1]}."
         )
     # Check values once, naming the file, instead of once per estimator.
     n_classes = val_logits.shape[1]
     try:
-        check_logits(val_logits, f"{val}: logits")
-        check_labels(val_labels, f"{val}: labels", val_logits.shape[0], n_classes)
-        check_logits(target_logits, f"{target}: logits")
+        check_logits(val_logits, f"{v}: logits")
+        check_labels(val_labels, f"{v}: labels", val_logits.shape[0], n_classes)
+        check_logits(target_logits, f"{t}: logits")
         if target_labels is not None:
-            check_labels(target_labels, f"{target}: labels", target_logits.shape[0], n_classes)
+            check_labels(target_labels, f"{t}: labels", target_logits.shape[0], n_classes)
     except ValueError as exc:
         raise _UserError(str(exc)) from None
     # Feature arrays (for the feature methods), checked once here, naming the file.
     try:
         val_extra = load_feature_arrays(val)
+    except ValueError as exc:
+        raise _UserError(f"--val {exc}") from None
+    try:
         target_extra = load_feature_arrays(target)
     except ValueError as exc:
-        raise _UserError(str(exc)) from None
+        raise _UserError(f"--target {exc}") from None
     have_features = "features" in val_extra and "features" in target_extra
     if not methods and have_features:
         chosen += [m for m in estimator_names(scores=False, opt_in=False, features=True)
@@ -205,10 +213,10 @@ def run_estimates(
                 val_extra.get("train_labels"), n_val=val_logits.shape[0], n_classes=n_classes)
             assert checked is not None
             target_features = check_features(
-                target_extra["features"], f"{target}: features", n_rows=target_logits.shape[0],
-                rows_of=f"{target}: logits", n_dims=checked.dim, dims_of=f"{val}: features")
+                target_extra["features"], f"{t}: features", n_rows=target_logits.shape[0],
+                rows_of=f"{t}: logits", n_dims=checked.dim, dims_of=f"{v}: features")
         except ValueError as exc:
-            raise _UserError(f"{val}: {exc}" if str(exc).startswith(("val_", "train_"))
+            raise _UserError(f"{v}: {exc}" if str(exc).startswith(("val_", "train_"))
                              else str(exc)) from None
         fit_features = {"val_features": checked.val, "train_features": checked.train,
                         "train_labels": checked.train_labels}
@@ -227,11 +235,18 @@ def run_estimates(
         assert peer_val is not None and peer_target is not None
         try:
             pv, _ = load_logit_file(peer_val, require_labels=False, inputs=inputs)
+        except ValueError as exc:
+            raise _UserError(f"--peer-val {exc}") from None
+        try:
             pt, _ = load_logit_file(peer_target, require_labels=False, inputs=inputs)
-            check_peer_logits(pv, f"{peer_val}: logits", n_rows=val_logits.shape[0],
-                              rows_of=f"{val}: logits", n_classes=n_classes)
-            check_peer_logits(pt, f"{peer_target}: logits", n_rows=target_logits.shape[0],
-                              rows_of=f"{target}: logits", n_classes=n_classes)
+        except ValueError as exc:
+            raise _UserError(f"--peer-target {exc}") from None
+        try:
+            check_peer_logits(pv, f"--peer-val {peer_val}: logits", n_rows=val_logits.shape[0],
+                              rows_of=f"{v}: logits", n_classes=n_classes)
+            check_peer_logits(pt, f"--peer-target {peer_target}: logits",
+                              n_rows=target_logits.shape[0], rows_of=f"{t}: logits",
+                              n_classes=n_classes)
         except ValueError as exc:
             raise _UserError(str(exc)) from None
         peer_kwargs, peer_target_kwargs = {"peer_val_logits": pv}, {"peer_target_logits": pt}
@@ -392,8 +407,9 @@ def _print_table(rows: list[dict[str, Any]], val: Path, target: Path) -> None:
     table = Table(title=f"Estimated accuracy of {target.name} (fitted on {val.name})",
                   caption="The interval covers the sampling noise of the validation and target "
                           "sets, not the error a distribution shift causes; the shift band is "
-                          "meant to cover that error too (calibrated on the benchmark's shifts: its coverage on a new "
-                          "kind of shift is measured, not guaranteed; docs/BENCHMARK.md)."
+                          "meant to cover that error too (calibrated on the benchmark's "
+                          "shifts: its coverage on a new kind of shift is measured, not "
+                          "guaranteed; docs/BENCHMARK.md)."
                           + (" auto combines the methods and is the recommended estimate."
                              if any(row["method"] == "auto" for row in rows) else ""))
     table.add_column("method")
@@ -540,8 +556,8 @@ def estimate_command(
         typer.echo(text if text.startswith("note: ") else f"warning: {text}", err=True)
     if json_output:
         keep = ("method", "accuracy", "score", "interval", "shift_interval", "shift_note",
-                "level", "recommended", "n_target", "true_accuracy", "abs_error", "per_class", "params",
-                "diagnostics")
+                "level", "recommended", "n_target", "true_accuracy", "abs_error", "per_class",
+                "params", "diagnostics")
         typer.echo(json.dumps([{k: row[k] for k in keep if k in row} for row in rows], indent=2))
     else:
         _print_table(rows, val, target)

@@ -109,34 +109,41 @@ def _write_bad(tmp_path, files, kind):
     rng = np.random.default_rng(1)
     val, target = files["val"], files["target"]
     if kind == "missing file":
-        return ["--val", tmp_path / "absent.npz", "--target", target], "file not found"
+        return ["--val", tmp_path / "absent.npz", "--target", target], \
+            r"^error: --val \S*absent\.npz: file not found"
     if kind == "wrong extension":
         bad = tmp_path / "val.txt"
         bad.write_text("1 2 3")
-        return ["--val", bad, "--target", target], "unsupported file type '.txt'"
+        return (["--val", bad, "--target", target],
+                r"^error: --val \S*val\.txt.*unsupported file type '\.txt'")
     if kind == "bad array":
         bad = tmp_path / "bad.npz"
         np.savez(bad, logits=rng.normal(size=(2, 5, 3)))
-        return ["--val", val, "--target", bad], "logits must be a 2-D array"
+        return (["--val", val, "--target", bad],
+                r"^error: --target \S*bad\.npz.*logits must be a 2-D array")
     if kind == "NaN logits":
         bad = tmp_path / "nan.npz"
         logits = rng.normal(size=(5, 3))
         logits[2, 1] = np.nan
         np.savez(bad, logits=logits)
-        return ["--val", val, "--target", bad], "logits must be finite"
+        return (["--val", val, "--target", bad],
+                r"^error: --target \S*nan\.npz: logits must be finite")
     if kind == "labels out of range":
         bad = tmp_path / "val_bad.npz"
         np.savez(bad, logits=rng.normal(size=(5, 3)), labels=np.array([0, 1, 2, 3, 0]))
-        return ["--val", bad, "--target", target], r"labels must hold class indices in \[0, 3\); got 1 value outside it"
+        return (["--val", bad, "--target", target],
+                r"^error: --val \S*val_bad\.npz: labels must hold class indices in \[0, 3\); "
+                r"got 1 value outside it")
     if kind == "val without labels":
-        return ["--val", target, "--target", target], "no labels found"
+        return ["--val", target, "--target", target], r"^error: --val .*no labels found"
     if kind == "unknown method":
         return (["--val", val, "--target", target, "--method", "atc", "--method", "ac"],
                 "unknown method 'atc'; available: ac, doc")
     if kind == "class mismatch":
         bad = tmp_path / "four.npz"
         np.savez(bad, logits=rng.normal(size=(6, 4)))
-        return ["--val", val, "--target", bad], "class-count mismatch: .* has 3 classes but"
+        return ["--val", val, "--target", bad], \
+            r"class-count mismatch: --val \S+ has 3 classes but --target \S*four\.npz has 4"
     if kind == "missing --val":
         return ["--target", target], "missing option --val"
     raise AssertionError(kind)

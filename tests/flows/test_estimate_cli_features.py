@@ -108,7 +108,7 @@ def test_malformed_features_are_one_error_line_naming_the_file(files, tmp_path):
     result = invoke("--val", bad, "--target", files["target"], "-m", "distcs")
     assert result.exit_code == 2
     [line] = result.stderr.strip().splitlines()
-    assert line.startswith(f"error: {bad}: val_features must have one row per row of "
+    assert line.startswith(f"error: --val {bad}: val_features must have one row per row of "
                            "val_logits (200); got 199")
     short = tmp_path / "short.npz"
     np.savez(short, logits=a["zt"], features=a["xt"][:, :4])

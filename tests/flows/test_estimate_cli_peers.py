@@ -81,7 +81,8 @@ def test_a_peer_file_with_other_rows_is_refused_naming_both_files(files):
     result = invoke("--val", files["val"], "--target", files["target"], "--peer-val",
                     files["peer_val"], "--peer-target", files["short"], "-m", "gde")
     assert result.exit_code == 2
-    assert f"{files['short']}: logits must have one row per row of {files['target']}: logits " \
+    assert f"--peer-target {files['short']}: logits must have one row per row of --target " \
+        f"{files['target']}: logits " \
            "(200); got 150 rows" in result.stderr
     assert result.stderr.count("\n") == 1
 
