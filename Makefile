@@ -36,7 +36,7 @@ help:
 	@echo "make test    - install what is missing, run the tests"
 	@echo "make bench-estimators - speed benchmark of every estimator (docs/PERFORMANCE.md)"
 	@echo "make test-reliability - SIGKILL at every stage boundary, then rerun; schedules, a worker run and two concurrent runs on real Prefect servers; a scheduled monitor deployment and its webhook alert, the Prefect server's lifecycle (about 4 min)"
-	@echo "make cpu-check        - does this CPU compute what the reference CPU did? (the reproducible mode's networks, tabular models, text encoder and ALSA, about 4 min; docs/PERFORMANCE.md)"
+	@echo "make cpu-check        - does this CPU compute what the reference CPU did? (the reproducible mode's networks, tabular models, text encoder and ALSA, 3-4 min; docs/PERFORMANCE.md)"
 	@echo "make clean-state      - delete .alsa-bench/ (DuckDB, checkpoints, Prefect cache, reports)"
 
 $(BIN)/python:
@@ -98,7 +98,7 @@ bench-estimators: $(STAMP)
 	$(BIN)/python benchmarks/bench_baselines.py
 	$(BIN)/python benchmarks/bench_alsa.py
 
-# About 4 minutes on 2 cores; the record stays in .alsa-bench/ to be compared or kept.
+# 3-4 minutes on 2 cores; the record stays in .alsa-bench/ to be compared or kept.
 cpu-check: $(STAMP)
 	@mkdir -p .alsa-bench
 	$(BIN)/python benchmarks/cpu_fingerprint.py --out .alsa-bench/cpu-fingerprint.json

@@ -391,8 +391,12 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], str]:
         host = (f"the host mode (--fast) differs in {len(differ.get('host', []))} of "
                 f"{compared['host']}" if "host" in compared else "the host mode was not "
                 "recorded on both")
+        same_cpu = all(a["cpu"].get(k) == b["cpu"].get(k) for k in
+                       ("vendor", "family", "model_number", "stepping", "simd", "caches"))
+        where = ("in both records (one CPU model: run it on another CPU to compare CPUs)"
+                 if same_cpu else "on both CPUs")
         verdict = (f"same bits: all {compared.get('pinned', 0)} results of the reproducible "
-                   f"mode compared are identical on both CPUs; {host}")
+                   f"mode compared are identical {where}; {host}")
     else:
         verdict = f"the reproducible mode differs between these CPUs in: {', '.join(pinned)}"
     return lines, verdict

@@ -117,6 +117,12 @@ def test_identical_results_under_other_software_are_said_so() -> None:
     assert "identical all the same" not in verdict
 
 
+def test_two_records_of_one_cpu_model_are_not_called_two_cpus() -> None:
+    _, verdict = fp.compare(_record(), _record())
+    assert verdict.startswith("same bits: all 5 results of the reproducible mode compared are "
+                              "identical in both records (one CPU model: run it on another CPU")
+
+
 def test_a_library_one_record_does_not_list_does_not_block_the_comparison() -> None:
     """Records made before the tabular and text workloads list no scikit-learn or transformers:
     the libraries both records list are compared, the rest cannot have computed both."""
