@@ -37,10 +37,13 @@ estimates and an EM label marginal), ``docs/PERFORMANCE.md``.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -113,7 +116,25 @@ def _relayed(member: str, into: dict[str, list[str]]) -> Iterator[None]:
             continue
         seen.add((w.category, text))
         into.setdefault(member, []).append(f"{w.category.__name__}: {text}")
-        warnings.warn(f"auto's member {member}: {text}", w.category, stacklevel=4)
+        warnings.warn(f"auto's member {member}: {text}", w.category,
+                      stacklevel=_caller_level())
+
+
+#: Frames of these files are the library's own: a relayed warning points past them.
+_INTERNAL = (str(Path(__file__).resolve().parents[1]), str(Path(contextlib.__file__).resolve()))
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` at which ``warnings.warn``, called by this function's caller, names
+    the first frame outside the estimators package (and :mod:`contextlib`, through which
+    :func:`_relayed` resumes): the user's line that called ``fit`` or ``estimate``."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame.f_back is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(
+            _INTERNAL):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def _combine(stack: Any, measured: SignalValues,

@@ -348,6 +348,10 @@ _ACTIVE: dict[str, Any] = {"path": None, "loaded": None}
 _WARNED: set[tuple[str, str]] = set()
 
 
+_USE_REMEDY = ("Name a file written by `alsa-bench calibrate` (its --out, or the state "
+               "folder's calibration.json), or call use_calibration(None) for the shipped one.")
+
+
 def use_calibration(path: str | os.PathLike[str] | None) -> None:
     """Use the calibration at ``path`` from now on (None: back to the default lookup).
 
@@ -357,7 +361,12 @@ def use_calibration(path: str | os.PathLike[str] | None) -> None:
         If ``path`` is missing or not a calibration: an explicit choice is checked now.
     """
     if path is not None:
-        load_calibration(path)  # refuse a bad file now, not at the next band
+        try:
+            load_calibration(path)  # refuse a bad file now, not at the next band
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"use_calibration: {exc} {_USE_REMEDY}") from None
+        except ValueError as exc:
+            raise ValueError(f"use_calibration: {exc} {_USE_REMEDY}") from None
     _ACTIVE["path"] = None if path is None else str(path)
     _ACTIVE["loaded"] = None
 

@@ -150,8 +150,21 @@ def test_a_members_warning_reaches_the_user_prefixed_and_in_the_diagnostics(monk
         result = Auto(methods=members).fit(x, y).estimate(t)
     relayed = [w for w in rec if str(w.message).startswith("auto's member alsa-e")]
     assert relayed and all(w.category is ConvergenceWarning for w in relayed)
+    # it points at the user's line (this file), not at the library's insides
+    assert {w.filename for w in relayed} == {__file__}
     kept = result.diagnostics["member_warnings"]["alsa-e"]
     assert kept and kept[0].startswith("ConvergenceWarning: ALSA stopped")
+
+
+def test_use_calibration_refuses_a_bad_file_with_the_remedy(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"^use_calibration: calibration file .*nowhere"
+                       r"\.json' does not exist\. Name a file written by `alsa-bench calibrate`"):
+        use_calibration(tmp_path / "nowhere.json")
+    damaged = tmp_path / "damaged.json"
+    damaged.write_text("{not json")
+    with pytest.raises(ValueError, match=r"is not JSON .*use_calibration\(None\) for the "
+                                         r"shipped one"):
+        use_calibration(damaged)
 
 
 def test_a_nan_signal_is_reported_and_auto_returns_its_base_uncorrected(monkeypatch):
