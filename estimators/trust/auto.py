@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import sys
 import warnings
 from collections.abc import Iterator, Mapping
@@ -121,7 +122,8 @@ def _relayed(member: str, into: dict[str, list[str]]) -> Iterator[None]:
 
 
 #: Frames of these files are the library's own: a relayed warning points past them.
-_INTERNAL = (str(Path(__file__).resolve().parents[1]), str(Path(contextlib.__file__).resolve()))
+_INTERNAL = (str(Path(__file__).resolve().parents[1]) + os.sep,
+             str(Path(contextlib.__file__).resolve()))
 
 
 def _caller_level() -> int:
