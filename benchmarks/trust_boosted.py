@@ -116,15 +116,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--configs must name some of {', '.join(CONFIGS)} (or all); got "
                      f"{args.configs!r}.")
     warnings.simplefilter("ignore")
+    from benchmarks.trust_protocol import cached_rows
     from tasks.report.trust_protocol import MEMBERS, grouped_cv
-    from tasks.report.trust_rows import load_rows, read_trust_rows, save_rows, split_development
+    from tasks.report.trust_rows import split_development
 
-    if args.rows_cache and Path(args.rows_cache).is_file():
-        rows = load_rows(args.rows_cache)
-    else:
-        rows = read_trust_rows(args.db)
-        if args.rows_cache:
-            save_rows(rows, args.rows_cache)
+    rows = cached_rows(args.db, args.rows_cache)
     dev, _ = split_development(rows)  # the sealed groups are set aside unread
     ok = np.ones(len(dev), bool)
     for m in MEMBERS:

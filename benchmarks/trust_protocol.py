@@ -45,8 +45,19 @@ from tasks.report.trust_protocol import (  # noqa: E402
     model_table,
 )
 from tasks.report.trust_rows import (  # noqa: E402
-    load_rows, read_trust_rows, save_rows, split_development,
+    TrustRows, load_rows, read_trust_rows, save_rows, split_development,
 )
+
+
+def cached_rows(dbs: list[str], cache: str | None) -> TrustRows:
+    """The trust rows of ``dbs``, read from the parquet file ``cache`` when it exists, else
+    read from the databases (and written to ``cache`` when one is named)."""
+    if cache and Path(cache).is_file():
+        return load_rows(cache)
+    rows = read_trust_rows(dbs)
+    if cache:
+        save_rows(rows, cache)
+    return rows
 
 
 def _md(df: pd.DataFrame) -> str:
@@ -156,12 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    if args.rows_cache and Path(args.rows_cache).is_file():
-        rows = load_rows(args.rows_cache)
-    else:
-        rows = read_trust_rows(args.db)
-        if args.rows_cache:
-            save_rows(rows, args.rows_cache)
+    rows = cached_rows(args.db, args.rows_cache)
     dev, sealed = split_development(rows)
     print(f"{len(rows)} rows, {len(rows.group_names())} groups ({len(dev.group_names())} "
           f"development, {len(sealed.inputs.group_names())} sealed), read in "
