@@ -18,7 +18,8 @@ groups' rows outside declared concept shifts. **Only development groups are read
 groups of :mod:`estimators.trust.sealed` are split off first and never scored here).
 
     python benchmarks/trust_boosted.py --db zoo-tabular.duckdb --db zoo-other.duckdb \\
-        --db tabular.duckdb --db fmnist.duckdb --rows-cache rows.parquet [--configs all]
+        --db tabular.duckdb --db fmnist.duckdb --rows-cache rows.parquet --configs all \\
+        --out docs/trust/boosted.csv
 
 What it measured is in ``docs/ESTIMATORS.md`` ("Boosted trees, measured outside the
 protocol"); about 2 minutes per configuration on 2 cores.
@@ -105,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", action="append", required=True, help="benchmark database")
     parser.add_argument("--rows-cache", default=None,
                         help="parquet file of the rows (reused when it exists)")
+    parser.add_argument("--out", default=None,
+                        help="also write the table to this CSV file (docs/trust/boosted.csv)")
     parser.add_argument("--configs", default=DEFAULT_CONFIG,
                         help=f"comma-separated keys of {', '.join(CONFIGS)}, or all "
                              f"(default {DEFAULT_CONFIG})")
@@ -153,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
           "group-mean MAE (sealed groups not read)")
     print(frame.sort_values("all rows (pp)").to_string(index=False, float_format="%.3f"))
     print(f"best single method: {best.model} ({best['all rows (pp)']:.3f} pp, all rows)")
+    if args.out:
+        frame.sort_values("all rows (pp)").to_csv(args.out, index=False)
+        print(f"wrote {args.out}")
     return 0
 
 
