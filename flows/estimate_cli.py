@@ -339,8 +339,9 @@ def _no_band(rows: list[dict[str, Any]]) -> str | None:
         return None
     return (f"no shift band for {', '.join(names)}: the calibration in use "
             f"({active_calibration_path()}) has none for {'it' if len(names) == 1 else 'them'}"
-            " (`alsa-bench calibrate` fits a band for every method with estimates in at least 3 "
-            "development source groups of its databases); their band column reads 'none'.")
+            " (`alsa-bench calibrate` fits a band for every method whose estimates its "
+            "databases hold in at least 2 development source groups); their band column reads "
+            "'none'.")
 
 
 def _auto_left_out(left_out: list[str], combined: Any, params: dict[str, dict[str, Any]],
