@@ -16,6 +16,12 @@ compares every run with the first one:
 * ``train s`` / ``extract s``: the stage times the pipeline logged (``Completed in``), summed
   over the runs, and the wall time of the whole command.
 
+A second table (``--by-backbone``) gives the cost of each configuration per backbone against
+the first: the train stage's own compute time (``runs.train_seconds``, from data loading to the
+last epoch) and the extract stage's (its log line ``logits of N splits ... computed in X s``),
+summed over each backbone's runs. Unlike ``Completed in``, which counts from the moment a stage
+was submitted, these leave out the time a task waited for a worker.
+
 The reproducible configurations must all be identical to each other whatever the preference;
 the fast ones show the drift each preference causes. Timings come from a shared machine: see the
 load average printed with them.
@@ -25,6 +31,8 @@ load average printed with them.
         --configs pinned,fast/prefers-default     # adds a configuration, keeps the runs done
     nice -n 10 python benchmarks/bench_dispatch_runs.py --root /tmp/d --configs pinned,fast \\
         -- --suite fmnist --dataset fmnist-coarse --backbone lenet --seeds 1
+    python benchmarks/bench_dispatch_runs.py --root /tmp/mode-cost --configs pinned,fast \\
+        --by-backbone -- --seeds 3      # what the reproducible mode costs in `make bench`
 """
 
 from __future__ import annotations
@@ -70,6 +78,9 @@ def _run(name: str, home: Path, args: list[str]) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k not in _KNOBS}
     env.update(env_vars)
     env["ALSA_BENCH_HOME"] = str(home)
+    # the stages' own INFO lines (the extract stage's compute time, read by stage_costs), as the
+    # deployments in prefect.yaml log them
+    env.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks,storage")
     env.pop("ALSA_BENCH_RESULTS", None)
     if home.exists():
         shutil.rmtree(home)
@@ -97,6 +108,66 @@ def _times(home: Path, wall: float | None = None) -> dict[str, Any]:
                                   log):
         stage[st] = stage.get(st, 0.0) + float(seconds)
     return {"wall": wall, **stage}
+
+
+_EXTRACT_LINE = re.compile(r"(\S+): logits of \d+ splits \(\d+ rows\) computed in ([\d.]+) s")
+
+
+def stage_costs(home: Path) -> dict[str, dict[str, float]]:
+    """Compute seconds per backbone of one state folder: ``{backbone: {"runs", "train",
+    "extract"}}``.
+
+    ``train`` sums ``runs.train_seconds`` of the backbone's runs (``nan`` where a run has none);
+    ``extract`` sums the extract stage's ``computed in`` seconds that ``run.log`` records for
+    them (a run key logged twice, a healed rerun, counts its last line).
+    """
+    import duckdb
+
+    con = duckdb.connect(str(home / "bench.duckdb"), read_only=True)
+    rows = con.sql("SELECT run_key, suite, backbone, train_seconds FROM runs").fetchall()
+    con.close()
+    log = (home / "run.log").read_text() if (home / "run.log").is_file() else ""
+    extract = {key: float(sec) for key, sec in _EXTRACT_LINE.findall(log)}
+    costs: dict[str, dict[str, float]] = {}
+    for run_key, suite, backbone, train in rows:
+        c = costs.setdefault(f"{suite}/{backbone}", {"runs": 0, "train": 0.0, "extract": 0.0})
+        c["runs"] += 1
+        c["train"] += float("nan") if train is None else float(train)
+        c["extract"] += extract.get(run_key, float("nan"))
+    return dict(sorted(costs.items()))
+
+
+def cost_table(costs: dict[str, dict[str, dict[str, float]]]) -> list[str]:
+    """Lines of the per-backbone table: each configuration's train and extract seconds and
+    their ratio to the first configuration's, then the totals (their ratio over the backbones
+    that the first configuration ran too)."""
+    names = list(costs)
+    first = costs[names[0]]
+    lines = [f"{'configuration':28} {'backbone':26} {'runs':>4} {'train s':>8} {'x first':>7} "
+             f"{'extract s':>9} {'x first':>7}"]
+
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:6.2f}x" if b > 0 else f"{'-':>7}"
+
+    for name in names:
+        total = {"runs": 0, "train": 0.0, "extract": 0.0}
+        both = {"train": [0.0, 0.0], "extract": [0.0, 0.0]}  # backbones the first one ran too
+        for backbone, c in costs[name].items():
+            ref = first.get(backbone)
+            lines.append(f"{name:28} {backbone:26} {c['runs']:>4} {c['train']:8.1f} "
+                         f"{ratio(c['train'], ref['train']) if ref else '-':>7} "
+                         f"{c['extract']:9.1f} "
+                         f"{ratio(c['extract'], ref['extract']) if ref else '-':>7}")
+            for k in total:
+                total[k] += c[k]
+            if ref:
+                for k in both:
+                    both[k][0] += c[k]
+                    both[k][1] += ref[k]
+        lines.append(f"{name:28} {'(all)':26} {total['runs']:>4} {total['train']:8.1f} "
+                     f"{ratio(*both['train']):>7} {total['extract']:9.1f} "
+                     f"{ratio(*both['extract']):>7}")
+    return lines
 
 
 def _compare(db: Path, first: Path) -> dict[str, Any]:
@@ -134,6 +205,9 @@ def main() -> None:
                         help="do not run again a configuration whose state folder under --root "
                         "holds a completed run of an earlier call (same position, name and run "
                         "arguments)")
+    parser.add_argument("--by-backbone", action="store_true",
+                        help="also print each configuration's train and extract compute seconds "
+                        "per backbone, and their ratio to the first configuration's")
     parser.add_argument("run_args", nargs="*", help="after --: arguments of `alsa-bench run`")
     args = parser.parse_args()
     names = [c.strip() for c in args.configs.split(",") if c.strip()]
@@ -168,6 +242,8 @@ def main() -> None:
     for name in names:
         shas = _compare(results[name][0] / "bench.duckdb", first)["shas"]
         print(f"# {name}: checkpoint sha256 {', '.join(s[:16] for s in shas)}")
+    if args.by_backbone:
+        print("\n".join(cost_table({name: stage_costs(results[name][0]) for name in names})))
 
 
 if __name__ == "__main__":
