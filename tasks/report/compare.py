@@ -58,6 +58,7 @@ __all__ = [
     "reference_block",
     "reference_from_database",
     "reference_from_page",
+    "run_names",
 ]
 
 #: First characters of the machine-readable block of ``docs/BENCHMARK.md``.
@@ -66,9 +67,11 @@ BLOCK_START: Final[str] = "<!-- alsa-bench reference "
 BLOCK_FORMAT: Final[int] = 1
 #: The MAE table's cell key.
 CELL: Final[list[str]] = ["suite", "dataset", "shift_family", "backbone", "method"]
-#: Cells and runs listed at most (the rest are counted), so the output fits a screen.
+#: Cells listed at most (the rest are counted), so the output fits a screen. Runs are all
+#: named, compactly (:func:`run_names`).
 MAX_CELLS: Final[int] = 10
-MAX_RUNS: Final[int] = 6
+#: ``dataset.backbone.sSEED``: the run key of :func:`tasks.runtime.checkpoints.run_key`.
+_RUN_KEY: Final = re.compile(r"^(?P<dataset>.+)\.(?P<backbone>[^.]+)\.s(?P<seed>\d+)$")
 
 
 # ------------------------------------------------------------------------------ the reference
@@ -423,10 +426,54 @@ def compare(own: Reference, ref: Reference) -> Comparison:
     return cmp
 
 
-def _names(keys: Sequence[str]) -> str:
-    keys = list(keys)
-    shown = ", ".join(keys[:MAX_RUNS])
-    return shown + (f" and {len(keys) - MAX_RUNS} more" if len(keys) > MAX_RUNS else "")
+def _seed_ranges(seeds: Sequence[int]) -> str:
+    """``s0-2`` for seeds 0, 1 and 2; ``s0,2`` for 0 and 2; ``s0-2,5`` for 0, 1, 2 and 5."""
+    ordered = sorted(set(seeds))
+    spans: list[tuple[int, int]] = []
+    for seed in ordered:
+        if spans and seed == spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], seed)
+        else:
+            spans.append((seed, seed))
+    return "s" + ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def run_names(keys: Sequence[str]) -> str:
+    """Every run of ``keys``, named compactly enough for a screen.
+
+    Runs ``dataset.backbone.sSEED`` are grouped by dataset, then by backbone: a backbone's
+    seeds become ranges (``fmnist-coarse.lenet.s0-2``), and the backbones of one dataset that
+    share their seeds go in braces (``fmnist-coarse.{lenet,resnet}.s0-2``, as a shell expands
+    it). A key of another shape is listed as it is. The 72 runs of ``make bench`` take 8 names.
+
+    Parameters
+    ----------
+    keys : sequence of str
+        Run keys, in any order (repeats count once).
+
+    Returns
+    -------
+    str
+        The names, comma-separated, datasets in the order they first appear in the sorted keys.
+    """
+    by_dataset: dict[str, dict[str, list[int]]] = {}
+    others: list[str] = []
+    for key in sorted(set(keys)):
+        match = _RUN_KEY.match(key)
+        if match is None:
+            others.append(key)
+            continue
+        by_dataset.setdefault(match["dataset"], {}).setdefault(
+            match["backbone"], []).append(int(match["seed"]))
+    names: list[str] = []
+    for dataset, backbones in by_dataset.items():
+        by_seeds: dict[str, list[str]] = {}
+        for backbone, seeds in backbones.items():
+            by_seeds.setdefault(_seed_ranges(seeds), []).append(backbone)
+        for seeds, group in by_seeds.items():
+            shown = group[0] if len(group) == 1 else "{" + ",".join(group) + "}"
+            names.append(f"{dataset}.{shown}.{seeds}")
+    return ", ".join(names + others)
 
 
 def _verdict(cmp: Comparison) -> str:
@@ -435,13 +482,14 @@ def _verdict(cmp: Comparison) -> str:
     moved_runs = cmp.runs[cmp.runs["status"] != "identical"]["run_key"].tolist()
     if differ.empty:
         extra = (f"; {len(moved_runs)} run(s) differ below the page's precision: "
-                 f"{_names(moved_runs)}" if moved_runs else "")
+                 f"{run_names(moved_runs)}" if moved_runs else "")
         exact = " (every value bit-identical)" if bool(cells["exact"].all()) else ""
         return f"the same numbers: all {len(cells)} cells equal to the digit{exact}{extra}"
     beyond = differ[differ["within"] == False]  # noqa: E712 (None: no spread to judge by)
     pooled = differ[differ["pooled"]]
     unjudged = differ[differ["within"].isna() & ~differ["pooled"]]
-    runs = f"; runs that differ: {_names(moved_runs)}" if moved_runs else ""
+    runs = (f"; runs that differ ({len(moved_runs)}): {run_names(moved_runs)}" if moved_runs
+            else "")
     if not pooled.empty:
         runs += (f"; {len(pooled)} cells of methods that pool the seeds' models not judged "
                  f"({', '.join(sorted(set(pooled['method'])))})")
@@ -461,7 +509,7 @@ def _verdict(cmp: Comparison) -> str:
         return (f"a real difference: the estimates of {len(code)} run(s) moved on the same "
                 f"model with the same recorded settings and CPU ({', '.join(methods[:5])}"
                 f"{'...' if len(methods) > 5 else ''}: the estimators changed, which no host "
-                f"explains): {_names(code['run_key'].tolist())}; {len(beyond)} of {len(cells)} "
+                f"explains): {run_names(code['run_key'].tolist())}; {len(beyond)} of {len(cells)} "
                 f"cells differ beyond the seeds' spread; largest {_cell_name(worst)} "
                 f"{worst['delta']:+.2f} pp")
     if beyond.empty and unjudged.empty:
@@ -554,7 +602,7 @@ def format_comparison(cmp: Comparison) -> str:
             methods = sorted({m for ms in sub["methods"] for m in ms})
             lines.append(f"  {status} ({reason}; up to {sub['max_delta'].max():.2g} pp in "
                          f"{', '.join(methods[:5])}{'...' if len(methods) > 5 else ''}): "
-                         f"{_names(sub['run_key'].tolist())}")
+                         f"{run_names(sub['run_key'].tolist())}")
     lines += [f"Note: {n}" for n in cmp.notes]
     lines.append(f"Verdict: {cmp.verdict}")
     return "\n".join(lines)

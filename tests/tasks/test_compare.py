@@ -104,7 +104,8 @@ def test_host_noise_is_named_with_its_runs_and_reason(tmp_path, reference) -> No
     result = compare(reference_from_database(own), load_reference(reference))
     assert result.verdict.startswith("host noise: ")
     assert "all within the seeds' spread" in result.verdict
-    assert "toy.mlp.s0" in result.verdict and "toy.mlp.s1" in result.verdict
+    # the three runs differ (seed 2's checkpoint too): all named, compactly
+    assert result.verdict.endswith("runs that differ (3): toy.mlp.s0-2")
     ac = result.cells[(result.cells["method"] == "ac") & (result.cells["shift_family"] == "all")]
     expected = (statistics.mean(100 * abs(-0.2 + o) for o in noisy["ac"])
                 - _cell(OFFSETS, "ac")[0])
@@ -355,3 +356,51 @@ def test_a_run_whose_seed_pooling_methods_alone_moved_is_not_blamed_on_the_estim
     joined.loc[1, "mae_own"] = 5.5
     row = _run_table(side, side, joined).iloc[0]
     assert row["reason"].startswith("the estimators' fit moved: ")
+
+
+def _expand(names: str) -> list[str]:
+    """The run keys that ``run_names`` names: an independent reading of its notation."""
+    import re
+
+    keys = []
+    for name in re.split(r", (?![^{]*})", names):
+        m = re.fullmatch(r"(.+)\.(\{[^}]+\}|[^.{}]+)\.s([\d,-]+)", name)
+        if m is None:
+            keys.append(name)
+            continue
+        backbones = m[2].strip("{}").split(",")
+        seeds = []
+        for part in m[3].split(","):
+            a, _, b = part.partition("-")
+            seeds += range(int(a), int(b or a) + 1)
+        keys += [f"{m[1]}.{bb}.s{seed}" for bb in backbones for seed in seeds]
+    return sorted(keys)
+
+
+def test_run_names_name_every_run_of_a_whole_bench_in_a_few_names() -> None:
+    from tasks.report.compare import run_names
+
+    runs = {"fmnist-coarse": ["lenet", "mlp", "resnet"], "fmnist": ["lenet", "mlp", "resnet"],
+            "fmnist-binary": ["lenet", "mlp", "resnet"], "arxiv-sim": ["gat", "gcn", "gin", "sage"],
+            "rt-reviews": ["bow-linear", "minilm-ft", "minilm-mlp"],
+            "sotu-party": ["bow-linear", "minilm-mlp"], "arrests": ["tab-hgb", "tab-logreg",
+                                                                   "tab-mlp"],
+            "chile-vote": ["tab-hgb", "tab-logreg", "tab-mlp"]}
+    keys = [f"{d}.{b}.s{s}" for d, bs in runs.items() for b in bs for s in range(3)]
+    assert len(keys) == 72  # make bench's runs
+    names = run_names(keys[::-1])  # any order
+    assert _expand(names) == sorted(keys)  # every run, none more
+    assert names.startswith("arrests.{tab-hgb,tab-logreg,tab-mlp}.s0-2, arxiv-sim.{gat,gcn,")
+    assert names.count(".s0-2") == 8  # one name per dataset
+    assert len(names) < len(", ".join(keys)) / 4  # 324 characters for 1,585
+
+
+def test_run_names_keep_gaps_separate_seed_sets_and_odd_keys() -> None:
+    from tasks.report.compare import run_names
+
+    keys = ["d.a.s0", "d.a.s2", "d.a.s3", "d.a.s5", "d.b.s1", "d.c.s0", "d.c.s2", "d.c.s3",
+            "d.c.s5", "x.y.z.mlp.s4", "odd-key", "d.a.s0"]
+    names = run_names(keys)
+    assert names == "d.{a,c}.s0,2-3,5, d.b.s1, x.y.z.mlp.s4, odd-key"
+    assert _expand(names) == sorted(set(keys))
+    assert run_names([]) == ""
