@@ -56,9 +56,11 @@ _KNOBS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR", "MKL_DYNAMIC"
           "OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES", "ALSA_BENCH_TEXT_PRECISION",
           "ALSA_BENCH_REPRODUCIBLE", "ALSA_BENCH_PINNED_VARS", "CUBLAS_WORKSPACE_CONFIG")
 
+
 def _numpy_above_avx2() -> str:
     """numpy's SIMD targets above AVX2 on this machine (what the reproducible mode turns off)."""
-    sys.path.insert(0, str(ROOT))
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     from tasks.runtime.reproducible import pinned_environment
 
     return pinned_environment()["NPY_DISABLE_CPU_FEATURES"]
