@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
